@@ -1,0 +1,52 @@
+"""The exceptions of the format library.
+
+Every problem with bytes on disk or with a request the format library cannot
+honour raises a subclass of :class:`FormatError`.  Callers catch the class that
+matches what they can act on; the message says what was wrong and where.
+"""
+
+from __future__ import annotations
+
+
+class FormatError(Exception):
+    """Base class of every error raised by ``format``."""
+
+
+class CorruptFileError(FormatError):
+    """A file's bytes contradict the format (bad magic, offsets out of range,
+    unparsable protobuf, inconsistent lengths)."""
+
+    def __init__(self, path: str | None, detail: str) -> None:
+        self.path = path
+        self.detail = detail
+        where = f" {path!r}" if path else ""
+        super().__init__(f"corrupt Lance file{where}: {detail}")
+
+
+class TruncatedFileError(CorruptFileError):
+    """A file is shorter than its own metadata says it must be."""
+
+
+class UnsupportedEncodingError(FormatError):
+    """A page uses an encoding, layout or protobuf field this library does not
+    decode.  Raised instead of guessing, so no wrong data is ever returned."""
+
+
+class UnsupportedTypeError(FormatError):
+    """An Arrow or Lance type this library cannot write or read (for the file
+    version asked for)."""
+
+
+class SchemaMismatchError(FormatError):
+    """Data handed to a writer does not match the writer's schema."""
+
+
+class ColumnNotFoundError(FormatError, KeyError):
+    """A requested column name or index does not exist in the file."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class RowOutOfRangeError(FormatError, IndexError):
+    """A requested row index or range lies outside the file."""

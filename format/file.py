@@ -1,0 +1,257 @@
+"""Reading and writing whole Lance data files.
+
+:class:`FileWriter` streams record batches into a file, cutting a page per
+column whenever about ``page_size`` bytes are buffered, so memory is bounded by
+the page size and not by the file.  :class:`FileReader` opens a file from its
+tail and reads columns, row ranges or arbitrary rows, fetching only the pages
+that hold them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from . import schema as lschema
+from .container import ContainerReader, ContainerWriter, normalize_version
+from .errors import ColumnNotFoundError, RowOutOfRangeError, SchemaMismatchError
+from .io import RangeReader, open_reader
+from .protos import file_pb2
+
+DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
+
+
+def _codec(version: str):
+    if version == "2.0":
+        from . import v20 as codec
+    else:
+        from . import v21 as codec
+    return codec
+
+
+def _as_batches(data) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
+    if isinstance(data, pa.Table):
+        return data.schema, data.to_batches()
+    if isinstance(data, pa.RecordBatch):
+        return data.schema, [data]
+    if isinstance(data, pa.RecordBatchReader):
+        return data.schema, data
+    if hasattr(data, "__arrow_c_stream__"):
+        reader = pa.RecordBatchReader.from_stream(data)
+        return reader.schema, reader
+    raise TypeError(
+        f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch or RecordBatchReader"
+    )
+
+
+class FileWriter:
+    """Streams Arrow record batches into one Lance data file."""
+
+    def __init__(
+        self,
+        sink: "str | os.PathLike[str] | object",
+        schema: pa.Schema,
+        file_version: str = "2.2",
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> None:
+        self.version = normalize_version(file_version)
+        self.schema = schema
+        self.fields = lschema.fields_from_arrow(schema)
+        self._own = isinstance(sink, (str, os.PathLike))
+        self._sink = open(sink, "wb") if self._own else sink
+        self._container = ContainerWriter(self._sink, self.version)
+        codec = _codec(self.version)
+        self._encoders = []
+        self._first_columns = []
+        for f in self.fields:
+            self._first_columns.append(self._container.add_columns(codec.num_columns(f)))
+            self._encoders.append(codec.FieldEncoder(f, page_size=page_size, version=self.version))
+        self.num_rows = 0
+        self.size: int | None = None
+
+    def _emit(self, i: int, pages) -> None:
+        for page in pages:
+            self._container.write_page(self._first_columns[i] + page.column, page)
+
+    def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
+        if not batch.schema.equals(self.schema, check_metadata=False):
+            raise SchemaMismatchError(
+                f"batch schema does not match the file schema:\n{batch.schema}\nexpected:\n{self.schema}"
+            )
+        if batch.num_rows == 0:
+            return
+        for i, enc in enumerate(self._encoders):
+            col = batch.column(i)
+            chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+            for chunk in chunks:
+                self._emit(i, enc.append(chunk))
+        self.num_rows += batch.num_rows
+
+    def write(self, data) -> None:
+        """Write a Table, RecordBatch or RecordBatchReader."""
+        _, batches = _as_batches(data)
+        for b in batches:
+            self.write_batch(b)
+
+    def close(self) -> int:
+        """Flush the last pages and the metadata; returns the file size in bytes."""
+        if self.size is not None:
+            return self.size
+        for i, enc in enumerate(self._encoders):
+            self._emit(i, enc.finish())
+        descriptor = file_pb2.FileDescriptor(length=self.num_rows)
+        descriptor.schema.fields.extend(lschema.fields_to_protos(self.fields))
+        for k, v in (self.schema.metadata or {}).items():
+            descriptor.schema.metadata[k.decode()] = v
+        self.size = self._container.finish(descriptor)
+        if self._own:
+            self._sink.close()
+        else:
+            flush = getattr(self._sink, "flush", None)
+            if flush:
+                flush()
+        return self.size
+
+    def __enter__(self) -> "FileWriter":
+        return self
+
+    def __exit__(self, exc_type, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        elif self._own:
+            self._sink.close()
+
+
+class FileReader:
+    """Reads a Lance data file of any supported version."""
+
+    def __init__(self, source: "str | os.PathLike[str] | RangeReader | bytes") -> None:
+        self.io = open_reader(source)
+        self._container = ContainerReader(self.io)
+        self.version = self._container.version
+        self.fields = lschema.fields_from_protos(self._container.descriptor.schema.fields)
+        self.schema = lschema.to_arrow_schema(self.fields, dict(self._container.descriptor.schema.metadata))
+        self._codec = _codec(self.version)
+        first = 0
+        self._first_columns: list[int] = []
+        for f in self.fields:
+            self._first_columns.append(first)
+            first += self._codec.num_columns(f)
+        if first != self._container.num_columns:
+            from .errors import CorruptFileError
+
+            raise CorruptFileError(
+                self.io.path,
+                f"schema needs {first} columns but the file has {self._container.num_columns}",
+            )
+        self._decoders: dict[int, object] = {}
+
+    @property
+    def num_rows(self) -> int:
+        return self._container.num_rows
+
+    @property
+    def path(self) -> str:
+        return self.io.path
+
+    def close(self) -> None:
+        self.io.close()
+
+    def __enter__(self) -> "FileReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _field_index(self, name: str | int) -> int:
+        if isinstance(name, int):
+            if not 0 <= name < len(self.fields):
+                raise ColumnNotFoundError(f"{self.path}: column index {name} out of range ({len(self.fields)} columns)")
+            return name
+        for i, f in enumerate(self.fields):
+            if f.name == name:
+                return i
+        raise ColumnNotFoundError(f"{self.path}: no column named {name!r} (columns: {[f.name for f in self.fields]})")
+
+    def _decoder(self, i: int):
+        dec = self._decoders.get(i)
+        if dec is None:
+            dec = self._codec.FieldDecoder(self.fields[i], self._container, self._first_columns[i], version=self.version)
+            self._decoders[i] = dec
+        return dec
+
+    def _select(self, columns: Sequence[str | int] | None) -> list[int]:
+        if columns is None:
+            return list(range(len(self.fields)))
+        return [self._field_index(c) for c in columns]
+
+    def read_range(self, start: int = 0, stop: int | None = None, columns: Sequence[str | int] | None = None) -> pa.Table:
+        """Rows ``[start, stop)`` of the chosen columns."""
+        n = self.num_rows
+        stop = n if stop is None else stop
+        if not 0 <= start <= stop <= n:
+            raise RowOutOfRangeError(f"{self.path}: row range [{start}, {stop}) outside [0, {n})")
+        idx = self._select(columns)
+        arrays = [self._decoder(i).read_range(start, stop) for i in idx]
+        return pa.Table.from_arrays(arrays, schema=pa.schema([self.schema.field(i) for i in idx], metadata=self.schema.metadata))
+
+    def read(self, columns: Sequence[str | int] | None = None) -> pa.Table:
+        return self.read_range(0, None, columns)
+
+    def iter_batches(
+        self, batch_size: int = 65536, columns: Sequence[str | int] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        for start in range(0, self.num_rows, batch_size):
+            yield from self.read_range(start, min(start + batch_size, self.num_rows), columns).to_batches()
+
+    def take(self, indices, columns: Sequence[str | int] | None = None) -> pa.Table:
+        """Rows at ``indices`` (any order, repeats allowed), reading only the pages that hold them."""
+        idx = np.asarray(indices, dtype=np.int64)
+        n = self.num_rows
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise RowOutOfRangeError(f"{self.path}: row index out of range [0, {n})")
+        sel = self._select(columns)
+        out_schema = pa.schema([self.schema.field(i) for i in sel], metadata=self.schema.metadata)
+        if idx.size == 0:
+            return out_schema.empty_table()
+        uniq = np.unique(idx)
+        # group nearby rows into runs so each run costs one ranged read
+        breaks = np.nonzero(np.diff(uniq) > 1024)[0] + 1
+        runs = np.split(uniq, breaks)
+        arrays = []
+        for i in sel:
+            dec = self._decoder(i)
+            pieces, positions, base = [], [], 0
+            for run in runs:
+                lo, hi = int(run[0]), int(run[-1]) + 1
+                pieces.append(dec.read_range(lo, hi))
+                positions.append(run - lo + base)
+                base += hi - lo
+            col = pa.chunked_array(pieces, type=self.schema.field(i).type).combine_chunks() if len(pieces) > 1 else pieces[0]
+            picked = col.take(pa.array(np.concatenate(positions)))
+            arrays.append(picked.take(pa.array(np.searchsorted(uniq, idx))))
+        return pa.Table.from_arrays(arrays, schema=out_schema)
+
+
+def write_file(
+    path: "str | os.PathLike[str] | object",
+    data,
+    file_version: str = "2.2",
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> int:
+    """Write ``data`` (a pyarrow Table, RecordBatch or RecordBatchReader) as one
+    Lance data file; returns its size in bytes."""
+    schema, batches = _as_batches(data)
+    with FileWriter(path, schema, file_version=file_version, page_size=page_size) as w:
+        for b in batches:
+            w.write_batch(b)
+    return w.size  # type: ignore[return-value]
+
+
+def read_file(path: "str | os.PathLike[str] | RangeReader | bytes", columns: Sequence[str] | None = None) -> pa.Table:
+    """Read a whole Lance data file (optionally only some top-level columns)."""
+    with FileReader(path) as r:
+        return r.read(columns)

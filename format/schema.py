@@ -1,0 +1,254 @@
+"""Arrow schema <-> Lance schema fields.
+
+Lance flattens a schema into ``lance.file.Field`` messages in pre-order (parents
+before children), with ids from 0, ``parent_id = -1`` at the top level and a
+textual logical type per field.  A list has one child named ``item``; a struct's
+children follow it; a fixed-size list is a single field whose element type lives
+in its logical type string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+
+from .errors import CorruptFileError, UnsupportedTypeError
+from .protos import file_pb2
+
+_SIMPLE_TO_LOGICAL: dict[pa.DataType, str] = {
+    pa.bool_(): "bool",
+    pa.int8(): "int8",
+    pa.uint8(): "uint8",
+    pa.int16(): "int16",
+    pa.uint16(): "uint16",
+    pa.int32(): "int32",
+    pa.uint32(): "uint32",
+    pa.int64(): "int64",
+    pa.uint64(): "uint64",
+    pa.float16(): "halffloat",
+    pa.float32(): "float",
+    pa.float64(): "double",
+    pa.string(): "string",
+    pa.binary(): "binary",
+    pa.large_string(): "large_string",
+    pa.large_binary(): "large_binary",
+    pa.date32(): "date32:day",
+    pa.date64(): "date64:ms",
+    pa.null(): "null",
+}
+_LOGICAL_TO_SIMPLE = {v: k for k, v in _SIMPLE_TO_LOGICAL.items()}
+_LOGICAL_TO_SIMPLE["utf8"] = pa.string()
+
+
+def logical_type_of(t: pa.DataType) -> str:
+    """Lance's logical type string for an Arrow type."""
+    if t in _SIMPLE_TO_LOGICAL:
+        return _SIMPLE_TO_LOGICAL[t]
+    if pa.types.is_timestamp(t):
+        return f"timestamp:{t.unit}:{t.tz if t.tz else '-'}"
+    if pa.types.is_time32(t) or pa.types.is_time64(t):
+        return f"time{t.bit_width}:{t.unit}"
+    if pa.types.is_duration(t):
+        return f"duration:{t.unit}"
+    if pa.types.is_decimal128(t):
+        return f"decimal:128:{t.precision}:{t.scale}"
+    if pa.types.is_decimal256(t):
+        return f"decimal:256:{t.precision}:{t.scale}"
+    if pa.types.is_fixed_size_binary(t):
+        return f"fixed_size_binary:{t.byte_width}"
+    if pa.types.is_struct(t):
+        return "struct"
+    if pa.types.is_list(t):
+        return "list.struct" if pa.types.is_struct(t.value_type) else "list"
+    if pa.types.is_large_list(t):
+        return "large_list.struct" if pa.types.is_struct(t.value_type) else "large_list"
+    if pa.types.is_fixed_size_list(t):
+        inner = t.value_type
+        if pa.types.is_nested(inner):
+            raise UnsupportedTypeError(f"fixed_size_list of {inner} is not supported")
+        return f"fixed_size_list:{logical_type_of(inner)}:{t.list_size}"
+    raise UnsupportedTypeError(f"Arrow type {t} has no Lance logical type in Tessera")
+
+
+_UNITS = {"s", "ms", "us", "ns"}
+
+
+def arrow_type_of(logical: str, children: list["LanceField"] | None = None) -> pa.DataType:
+    """Arrow type for a Lance logical type string (``children`` for nested types)."""
+    children = children or []
+    if logical in _LOGICAL_TO_SIMPLE:
+        return _LOGICAL_TO_SIMPLE[logical]
+    parts = logical.split(":")
+    head = parts[0]
+    try:
+        if head == "timestamp" and len(parts) >= 3 and parts[1] in _UNITS:
+            tz = ":".join(parts[2:])
+            return pa.timestamp(parts[1], None if tz in ("-", "") else tz)
+        if head == "time32" and parts[1] in ("s", "ms"):
+            return pa.time32(parts[1])
+        if head == "time64" and parts[1] in ("us", "ns"):
+            return pa.time64(parts[1])
+        if head == "duration" and parts[1] in _UNITS:
+            return pa.duration(parts[1])
+        if head == "decimal" and len(parts) == 4:
+            bits, precision, scale = int(parts[1]), int(parts[2]), int(parts[3])
+            if bits == 128:
+                return pa.decimal128(precision, scale)
+            if bits == 256:
+                return pa.decimal256(precision, scale)
+        if head == "fixed_size_binary" and len(parts) == 2:
+            return pa.binary(int(parts[1]))
+        if head == "fixed_size_list" and len(parts) >= 3:
+            inner = arrow_type_of(":".join(parts[1:-1]))
+            return pa.list_(pa.field("item", inner, True), int(parts[-1]))
+    except (ValueError, IndexError, TypeError) as exc:
+        raise UnsupportedTypeError(f"malformed Lance logical type {logical!r}: {exc}") from exc
+    if logical == "struct":
+        return pa.struct([c.to_arrow() for c in children])
+    if logical in ("list", "list.struct", "large_list", "large_list.struct"):
+        if len(children) != 1:
+            raise CorruptFileError(None, f"list field has {len(children)} children, expected 1")
+        item = children[0].to_arrow()
+        return pa.large_list(item) if logical.startswith("large_list") else pa.list_(item)
+    raise UnsupportedTypeError(f"Lance logical type {logical!r} is not supported by Tessera")
+
+
+def _encoding_hint(t: pa.DataType) -> int:
+    if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        return file_pb2.NONE
+    if pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t) or pa.types.is_large_string(t):
+        return file_pb2.VAR_BINARY
+    return file_pb2.PLAIN
+
+
+@dataclass
+class LanceField:
+    """One field of a Lance schema, with its children (a tree)."""
+
+    id: int
+    name: str
+    logical_type: str
+    nullable: bool = True
+    parent_id: int = -1
+    metadata: dict[bytes, bytes] = field(default_factory=dict)
+    children: list["LanceField"] = field(default_factory=list)
+    encoding: int = 0
+    extension_name: str = ""
+    unenforced_primary_key: bool = False
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return arrow_type_of(self.logical_type, self.children)
+
+    def to_arrow(self) -> pa.Field:
+        return pa.field(self.name, self.arrow_type, self.nullable, self.metadata or None)
+
+    @property
+    def is_struct(self) -> bool:
+        return self.logical_type == "struct"
+
+    @property
+    def is_list(self) -> bool:
+        return self.logical_type in ("list", "list.struct", "large_list", "large_list.struct")
+
+    def walk(self) -> Iterator["LanceField"]:
+        """This field and its descendants in pre-order."""
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+    def leaves(self) -> Iterator["LanceField"]:
+        """Fields that own a column in file formats 2.1+ (not struct or list parents)."""
+        if self.is_struct or self.is_list:
+            for c in self.children:
+                yield from c.leaves()
+        else:
+            yield self
+
+    def to_proto(self) -> file_pb2.Field:
+        p = file_pb2.Field(
+            name=self.name,
+            id=self.id,
+            parent_id=self.parent_id,
+            logical_type=self.logical_type,
+            nullable=self.nullable,
+            encoding=self.encoding,
+            extension_name=self.extension_name,
+            unenforced_primary_key=self.unenforced_primary_key,
+        )
+        for k, v in self.metadata.items():
+            p.metadata[k.decode() if isinstance(k, bytes) else k] = v
+        return p
+
+
+def _from_arrow_field(f: pa.Field, next_id: list[int], parent_id: int) -> LanceField:
+    t = f.type
+    if pa.types.is_dictionary(t) or pa.types.is_map(t) or pa.types.is_union(t):
+        raise UnsupportedTypeError(f"field {f.name!r}: Arrow type {t} is not supported by Tessera")
+    node = LanceField(
+        id=next_id[0],
+        name=f.name,
+        logical_type=logical_type_of(t),
+        nullable=f.nullable,
+        parent_id=parent_id,
+        metadata=dict(f.metadata or {}),
+        encoding=_encoding_hint(t),
+    )
+    next_id[0] += 1
+    if pa.types.is_struct(t):
+        node.children = [_from_arrow_field(t.field(i), next_id, node.id) for i in range(t.num_fields)]
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = t.value_field
+        node.children = [_from_arrow_field(item, next_id, node.id)]
+    return node
+
+
+def fields_from_arrow(schema: pa.Schema, start_id: int = 0) -> list[LanceField]:
+    """Top-level Lance fields for an Arrow schema, ids in pre-order from ``start_id``."""
+    counter = [start_id]
+    return [_from_arrow_field(f, counter, -1) for f in schema]
+
+
+def flatten(fields: Iterable[LanceField]) -> list[LanceField]:
+    return [n for f in fields for n in f.walk()]
+
+
+def fields_to_protos(fields: Iterable[LanceField]) -> list[file_pb2.Field]:
+    return [n.to_proto() for n in flatten(fields)]
+
+
+def fields_from_protos(protos: Iterable[file_pb2.Field]) -> list[LanceField]:
+    """Rebuild the field tree from flattened messages (parents before children)."""
+    by_id: dict[int, LanceField] = {}
+    roots: list[LanceField] = []
+    for p in protos:
+        node = LanceField(
+            id=p.id,
+            name=p.name,
+            logical_type=p.logical_type,
+            nullable=p.nullable,
+            parent_id=p.parent_id,
+            metadata=dict(p.metadata),
+            encoding=p.encoding,
+            extension_name=p.extension_name,
+            unenforced_primary_key=p.unenforced_primary_key,
+        )
+        if node.id in by_id:
+            raise CorruptFileError(None, f"schema has two fields with id {node.id}")
+        by_id[node.id] = node
+        if p.parent_id < 0:
+            roots.append(node)
+        else:
+            parent = by_id.get(p.parent_id)
+            if parent is None:
+                raise CorruptFileError(
+                    None, f"field {p.name!r} (id {p.id}) names parent {p.parent_id}, which comes later or is missing"
+                )
+            parent.children.append(node)
+    return roots
+
+
+def to_arrow_schema(fields: Iterable[LanceField], metadata: dict | None = None) -> pa.Schema:
+    return pa.schema([f.to_arrow() for f in fields], metadata=metadata or None)
