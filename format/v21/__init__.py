@@ -1,0 +1,28 @@
+"""File formats 2.1 and 2.2: structural layouts (mini-block, full-zip,
+all-null/constant) with repetition and definition levels.
+
+A struct or list parent owns no column: its validity and offsets are folded
+into the repetition/definition levels of each leaf below it.
+"""
+
+from __future__ import annotations
+
+from ..schema import LanceField
+
+
+def num_columns(field: LanceField) -> int:
+    """Columns a top-level field occupies: one per leaf."""
+    return sum(1 for _ in field.leaves())
+
+
+def __getattr__(name: str):
+    # The encoder and decoder are separate modules; import them on first use.
+    if name == "FieldEncoder":
+        from .encoder import FieldEncoder
+
+        return FieldEncoder
+    if name == "FieldDecoder":
+        from .decoder import FieldDecoder
+
+        return FieldDecoder
+    raise AttributeError(name)
