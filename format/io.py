@@ -58,18 +58,21 @@ class LocalFileReader(_BaseReader):
         # A zero-length file cannot be memory-mapped; it is also never a valid
         # Lance file, which the footer check reports.
         self._mm = pa.memory_map(self.path, "r") if self._size else None
+        # one zero-copy view of the whole mapping; reads are slices of it
+        self._whole = self._mm.read_buffer(self._size) if self._mm is not None else None
 
     def size(self) -> int:
         return self._size
 
     def read_ranges(self, ranges: Sequence[Range]) -> list[pa.Buffer]:
         self._check(ranges)
-        if self._mm is None:
+        if self._whole is None:
             return [pa.py_buffer(b"") for _ in ranges]
-        return [self._mm.read_at(length, off) for off, length in ranges]
+        return [self._whole.slice(off, length) for off, length in ranges]
 
     def close(self) -> None:
         if self._mm is not None:
+            self._whole = None
             self._mm.close()
             self._mm = None
 

@@ -1,0 +1,300 @@
+"""Decoder for file format 2.0.
+
+Every schema node has a column decoder with ``read_range(start, stop)``.  Only
+the pages overlapping the range are fetched (one batched request per call);
+flat values and validity bitmaps are wrapped as Arrow buffers without copying.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+import pyarrow as pa
+
+from ..container import ARRAY_ENCODING_URL, ContainerReader, unpack_any
+from ..errors import CorruptFileError, UnsupportedEncodingError
+from ..protos import encodings_pb2 as pb
+from ..schema import LanceField
+
+
+def _offset_dtype(t: pa.DataType):
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t) or pa.types.is_large_list(t)
+    return np.int64 if large else np.int32
+
+
+class _Page:
+    __slots__ = ("meta", "start", "encoding", "item_base")
+
+    def __init__(self, meta, start: int, encoding: pb.ArrayEncoding) -> None:
+        self.meta = meta
+        self.start = start
+        self.encoding = encoding
+        self.item_base = 0
+
+
+class _Column:
+    """Pages of one column with their row starts."""
+
+    def __init__(self, reader: ContainerReader, index: int) -> None:
+        self.reader = reader
+        self.index = index
+        self.path = reader.path
+        meta = reader.column(index)
+        self.pages: list[_Page] = []
+        start = 0
+        for p in meta.pages:
+            enc = unpack_any(p.encoding.direct.encoding, ARRAY_ENCODING_URL, pb.ArrayEncoding, self.path)
+            self.pages.append(_Page(p, start, enc))
+            start += p.length
+        self.length = start
+        self.starts = [p.start for p in self.pages]
+
+    def overlapping(self, start: int, stop: int) -> list[_Page]:
+        if start >= stop:
+            return []
+        i = max(0, bisect.bisect_right(self.starts, start) - 1)
+        out = []
+        while i < len(self.pages) and self.pages[i].start < stop:
+            out.append(self.pages[i])
+            i += 1
+        return out
+
+    def check_rows(self, rows: int, what: str) -> None:
+        if self.length != rows:
+            raise CorruptFileError(self.path, f"column {self.index} ({what}) has {self.length} rows, expected {rows}")
+
+
+class _PageDecoder:
+    """Decodes one page's ArrayEncoding tree into an Arrow array."""
+
+    def __init__(self, path: str | None, buffers: list[pa.Buffer]) -> None:
+        self.path = path
+        self.buffers = buffers
+
+    def buffer(self, ref: pb.Buffer) -> pa.Buffer:
+        if ref.buffer_type != pb.Buffer.page:
+            raise UnsupportedEncodingError(f"{self.path}: {pb.Buffer.BufferType.Name(ref.buffer_type)} buffers are not supported in 2.0 pages")
+        if ref.buffer_index >= len(self.buffers):
+            raise CorruptFileError(self.path, f"page refers to buffer {ref.buffer_index} but has {len(self.buffers)}")
+        return self.buffers[ref.buffer_index]
+
+    def flat(self, enc: pb.ArrayEncoding, length: int, t: pa.DataType, validity: pa.Buffer | None) -> pa.Array:
+        if enc.WhichOneof("array_encoding") != "flat":
+            raise UnsupportedEncodingError(f"{self.path}: 2.0 values encoding {enc.WhichOneof('array_encoding')!r} is not supported for {t}")
+        flat = enc.flat
+        if flat.HasField("compression") and flat.compression.scheme:
+            raise UnsupportedEncodingError(f"{self.path}: 2.0 flat buffer compression {flat.compression.scheme!r} is not supported")
+        bits = flat.bits_per_value
+        expected = 1 if pa.types.is_boolean(t) else t.bit_width
+        if bits != expected:
+            raise CorruptFileError(self.path, f"flat encoding has {bits} bits per value, type {t} needs {expected}")
+        buf = self.buffer(flat.buffer)
+        need = (length * bits + 7) // 8
+        if buf.size < need:
+            raise CorruptFileError(self.path, f"flat buffer holds {buf.size} bytes, {length} values need {need}")
+        return pa.Array.from_buffers(t, length, [validity, buf])
+
+    def nullable_values(self, enc: pb.ArrayEncoding, length: int, t: pa.DataType) -> tuple[pa.Buffer | None, pb.ArrayEncoding | None]:
+        """(validity, inner values encoding); inner is None when all values are null."""
+        kind = enc.WhichOneof("array_encoding")
+        if kind != "nullable":
+            return None, enc
+        which = enc.nullable.WhichOneof("nullability")
+        if which == "no_nulls":
+            return None, enc.nullable.no_nulls.values
+        if which == "some_nulls":
+            v = enc.nullable.some_nulls.validity
+            validity = self.flat(v, length, pa.bool_(), None).buffers()[1]
+            return validity, enc.nullable.some_nulls.values
+        if which == "all_nulls":
+            return None, None
+        raise UnsupportedEncodingError(f"{self.path}: nullable encoding without a case")
+
+    def decode(self, enc: pb.ArrayEncoding, length: int, t: pa.DataType) -> pa.Array:
+        kind = enc.WhichOneof("array_encoding")
+        if kind == "binary":
+            return self.binary(enc.binary, length, t)
+        if kind == "dictionary":
+            return self.dictionary(enc.dictionary, length, t)
+        validity, inner = self.nullable_values(enc, length, t)
+        if inner is None:
+            return pa.nulls(length, t)
+        ikind = inner.WhichOneof("array_encoding")
+        if ikind == "fixed_size_list":
+            fsl = inner.fixed_size_list
+            if not pa.types.is_fixed_size_list(t) or fsl.dimension != t.list_size:
+                raise CorruptFileError(self.path, f"fixed_size_list of dimension {fsl.dimension} stored for {t}")
+            items = self.decode(fsl.items, length * fsl.dimension, t.value_type)
+            return pa.Array.from_buffers(t, length, [validity], children=[items])
+        if ikind == "flat":
+            return self.flat(inner, length, t, validity)
+        if ikind in ("binary", "dictionary"):
+            arr = self.decode(inner, length, t)
+            if validity is None:
+                return arr
+            return pa.Array.from_buffers(t, length, [validity] + arr.buffers()[1:])
+        raise UnsupportedEncodingError(f"{self.path}: 2.0 encoding {ikind!r} is not supported (type {t})")
+
+    def end_offsets(self, enc: pb.ArrayEncoding, length: int) -> np.ndarray:
+        validity, inner = self.nullable_values(enc, length, pa.uint64())
+        if inner is None or validity is not None:
+            raise UnsupportedEncodingError(f"{self.path}: offsets with their own nulls are not supported")
+        arr = self.flat(inner, length, pa.uint64(), None)
+        return np.frombuffer(arr.buffers()[1], dtype=np.uint64, count=length)
+
+    def binary(self, enc: pb.Binary, length: int, t: pa.DataType) -> pa.Array:
+        stored = self.end_offsets(enc.indices, length)
+        return _binary_from_ends(stored, enc.null_adjustment, self.decode_bytes(enc.bytes), t, self.path)
+
+    def decode_bytes(self, enc: pb.ArrayEncoding) -> pa.Buffer:
+        if enc.WhichOneof("array_encoding") != "flat" or enc.flat.bits_per_value != 8:
+            raise UnsupportedEncodingError(f"{self.path}: binary bytes encoded as {enc.WhichOneof('array_encoding')!r}")
+        if enc.flat.HasField("compression") and enc.flat.compression.scheme:
+            raise UnsupportedEncodingError(f"{self.path}: 2.0 flat buffer compression {enc.flat.compression.scheme!r} is not supported")
+        return self.buffer(enc.flat.buffer)
+
+    def dictionary(self, enc: pb.Dictionary, length: int, t: pa.DataType) -> pa.Array:
+        n_items = enc.num_dictionary_items
+        items = self.decode(enc.items, n_items, t)
+        validity, inner = self.nullable_values(enc.indices, length, pa.uint8())
+        if inner is None or inner.WhichOneof("array_encoding") != "flat":
+            raise UnsupportedEncodingError(f"{self.path}: dictionary indices encoding not supported")
+        bits = inner.flat.bits_per_value
+        itype = {8: pa.uint8(), 16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}.get(bits)
+        if itype is None:
+            raise UnsupportedEncodingError(f"{self.path}: {bits}-bit dictionary indices")
+        codes = self.flat(inner, length, itype, None).to_numpy(zero_copy_only=False).astype(np.int64)
+        if codes.size and codes.max() > n_items:
+            raise CorruptFileError(self.path, f"dictionary index {codes.max()} exceeds {n_items} items")
+        mask = codes == 0
+        if validity is not None:
+            mask |= ~np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little", count=length).astype(bool)
+        return items.take(pa.array(codes - 1, mask=mask))
+
+
+def _binary_from_ends(stored: np.ndarray, adj: int, data: pa.Buffer, t: pa.DataType, path) -> pa.Array:
+    """Build a string/binary array from u64 end offsets using Lance's null trick."""
+    length = len(stored)
+    null = stored >= np.uint64(adj) if adj else np.zeros(length, bool)
+    if null.any():
+        ends = np.where(null, stored - np.uint64(adj), stored)
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+        nulls = int(null.sum())
+    else:
+        ends, validity, nulls = stored, None, 0
+    odt = _offset_dtype(t)
+    offsets = np.empty(length + 1, dtype=odt)
+    offsets[0] = 0
+    offsets[1:] = ends
+    if length and (np.any(offsets[1:] < offsets[:-1]) or int(offsets[-1]) > data.size):
+        raise CorruptFileError(path, f"string offsets are not increasing or exceed the {data.size} data bytes")
+    return pa.Array.from_buffers(t, length, [validity, pa.py_buffer(offsets), data], null_count=nulls)
+
+
+def _concat(pieces: list[pa.Array], t: pa.DataType) -> pa.Array:
+    if len(pieces) == 1:
+        return pieces[0]
+    if not pieces:
+        return pa.array([], t)
+    return pa.concat_arrays(pieces)
+
+
+class _LeafDecoder:
+    def __init__(self, field: LanceField, reader: ContainerReader, column: int) -> None:
+        self.type = field.arrow_type
+        self.col = _Column(reader, column)
+        self.reader = reader
+
+    def read_range(self, start: int, stop: int) -> pa.Array:
+        pages = self.col.overlapping(start, stop)
+        buffers = self.reader.page_buffers([p.meta for p in pages])
+        pieces = []
+        for page, bufs in zip(pages, buffers):
+            arr = _PageDecoder(self.col.path, bufs).decode(page.encoding, page.meta.length, self.type)
+            lo = max(start - page.start, 0)
+            hi = min(stop - page.start, page.meta.length)
+            pieces.append(arr.slice(lo, hi - lo) if (lo, hi) != (0, page.meta.length) else arr)
+        return _concat(pieces, self.type)
+
+
+class _StructDecoder:
+    def __init__(self, field: LanceField, reader: ContainerReader, column: int, children: list) -> None:
+        self.type = field.arrow_type
+        self.children = children
+        self.col = _Column(reader, column)
+        for p in self.col.pages:
+            if p.encoding.WhichOneof("array_encoding") != "struct":
+                raise UnsupportedEncodingError(f"{reader.path}: struct column page encoded as {p.encoding.WhichOneof('array_encoding')!r}")
+
+    def read_range(self, start: int, stop: int) -> pa.Array:
+        kids = [c.read_range(start, stop) for c in self.children]
+        return pa.StructArray.from_arrays(kids, fields=list(self.type)) if kids else pa.nulls(stop - start, self.type)
+
+
+class _ListDecoder:
+    def __init__(self, field: LanceField, reader: ContainerReader, column: int, child) -> None:
+        self.type = field.arrow_type
+        self.child = child
+        self.reader = reader
+        self.col = _Column(reader, column)
+        base = 0
+        for p in self.col.pages:
+            if p.encoding.WhichOneof("array_encoding") != "list":
+                raise UnsupportedEncodingError(f"{reader.path}: list column page encoded as {p.encoding.WhichOneof('array_encoding')!r}")
+            p.item_base = base
+            base += p.encoding.list.num_items
+
+    def read_range(self, start: int, stop: int) -> pa.Array:
+        n = stop - start
+        pages = self.col.overlapping(start, stop)
+        buffers = self.reader.page_buffers([p.meta for p in pages])
+        ends_parts, null_parts = [], []
+        first_item = None
+        for page, bufs in zip(pages, buffers):
+            enc = page.encoding.list
+            stored = _PageDecoder(self.col.path, bufs).end_offsets(enc.offsets, page.meta.length)
+            adj = enc.null_offset_adjustment
+            null = stored >= np.uint64(adj) if adj else np.zeros(len(stored), bool)
+            ends = np.where(null, stored - np.uint64(adj), stored).astype(np.int64) + page.item_base
+            lo = max(start - page.start, 0)
+            hi = min(stop - page.start, page.meta.length)
+            if first_item is None:
+                first_item = page.item_base if lo == 0 else int(ends[lo - 1])
+            ends_parts.append(ends[lo:hi])
+            null_parts.append(null[lo:hi])
+        if first_item is None:
+            first_item = 0
+        ends = np.concatenate(ends_parts) if ends_parts else np.zeros(0, np.int64)
+        null = np.concatenate(null_parts) if null_parts else np.zeros(0, bool)
+        last_item = int(ends[-1]) if n else first_item
+        items = self.child.read_range(first_item, last_item)
+        odt = _offset_dtype(self.type)
+        offsets = np.empty(n + 1, dtype=odt)
+        offsets[0] = 0
+        offsets[1:] = ends - first_item
+        if n and np.any(offsets[1:] < offsets[:-1]):
+            raise CorruptFileError(self.col.path, "list offsets are not increasing")
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+        return pa.Array.from_buffers(self.type, n, [validity, pa.py_buffer(offsets)], children=[items], null_count=int(null.sum()))
+
+
+class FieldDecoder:
+    """Reads rows of one top-level field from a 2.0 file."""
+
+    def __init__(self, field: LanceField, reader: ContainerReader, first_column: int, version: str = "2.0") -> None:
+        self.field = field
+        self._next = first_column
+        self._root = self._build(field, reader)
+
+    def _build(self, f: LanceField, reader: ContainerReader):
+        col = self._next  # pre-order: a parent's column comes before its children's
+        self._next += 1
+        if f.is_struct:
+            return _StructDecoder(f, reader, col, [self._build(c, reader) for c in f.children])
+        if f.is_list:
+            return _ListDecoder(f, reader, col, self._build(f.children[0], reader))
+        return _LeafDecoder(f, reader, col)
+
+    def read_range(self, start: int, stop: int) -> pa.Array:
+        return self._root.read_range(start, stop)
