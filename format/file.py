@@ -56,10 +56,13 @@ class FileWriter:
         schema: pa.Schema,
         file_version: str = "2.2",
         page_size: int = DEFAULT_PAGE_SIZE,
+        fields: "list[lschema.LanceField] | None" = None,
     ) -> None:
+        """``fields`` optionally gives the Lance fields (with their table-wide
+        ids) matching ``schema``; by default ids are assigned from 0."""
         self.version = normalize_version(file_version)
         self.schema = schema
-        self.fields = lschema.fields_from_arrow(schema)
+        self.fields = fields if fields is not None else lschema.fields_from_arrow(schema)
         self._own = isinstance(sink, (str, os.PathLike))
         self._sink = open(sink, "wb") if self._own else sink
         self._container = ContainerWriter(self._sink, self.version)
@@ -165,6 +168,15 @@ class FileReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def field_for_column(self, column: int) -> int:
+        """Index of the top-level field that owns file column ``column``."""
+        for i in range(len(self.fields) - 1, -1, -1):
+            if self._first_columns[i] <= column:
+                if column >= self._container.num_columns:
+                    break
+                return i
+        raise ColumnNotFoundError(f"{self.path}: column {column} out of range ({self._container.num_columns} columns)")
 
     def _field_index(self, name: str | int) -> int:
         if isinstance(name, int):

@@ -1,0 +1,268 @@
+"""Fragments: writing data into new fragments and reading a fragment's rows.
+
+A fragment is one or more data files that hold different columns of the same
+rows, plus an optional deletion file.  Which file holds a field is decided by
+``DataFile.fields`` / ``column_indices``; a field in no file reads as nulls.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+import format as tformat
+from format import deletion as ldeletion
+from format import schema as lschema
+from format.container import DATAFILE_VERSIONS
+from format.protos import rowids_pb2, table_pb2
+from stores.object_store import ObjectStore
+
+DATA_DIR = "data"
+DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
+
+
+def data_file_entry(fields: list[lschema.LanceField], version: str) -> tuple[list[int], list[int]]:
+    """(DataFile.fields, DataFile.column_indices) for a file holding ``fields``."""
+    if version == "2.0":
+        ids = [n.id for f in fields for n in f.walk()]
+    else:
+        ids = [leaf.id for f in fields for leaf in f.leaves()]
+    return ids, list(range(len(ids)))
+
+
+def write_fragments(
+    store: ObjectStore,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    fields: list[lschema.LanceField],
+    file_version: str,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+) -> list[table_pb2.DataFragment]:
+    """Write ``batches`` into new fragments (ids unassigned), one file each."""
+    frags: list[table_pb2.DataFragment] = []
+    writer = None
+    out = None
+    name = ""
+
+    def finish() -> None:
+        nonlocal writer, out
+        if writer is None:
+            return
+        size = writer.close()
+        out.close()
+        frag = table_pb2.DataFragment(physical_rows=writer.num_rows)
+        ids, cols = data_file_entry(fields, file_version)
+        major, minor = DATAFILE_VERSIONS[file_version]
+        frag.files.add(
+            path=name, fields=ids, column_indices=cols, file_major_version=major,
+            file_minor_version=minor, file_size_bytes=size,
+        )
+        frags.append(frag)
+        writer = out = None
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if not batch.schema.equals(schema, check_metadata=False):
+            batch = _conform(batch, schema)
+        pos = 0
+        while pos < batch.num_rows:
+            if writer is None:
+                name = f"{uuid.uuid4().hex}.lance"
+                out = store.open_output(f"{DATA_DIR}/{name}")
+                writer = tformat.FileWriter(out, schema, file_version=file_version, fields=fields)
+            take = min(batch.num_rows - pos, max_rows_per_file - writer.num_rows)
+            writer.write_batch(batch.slice(pos, take))
+            pos += take
+            if writer.num_rows >= max_rows_per_file:
+                finish()
+    finish()
+    return frags
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Reorder / cast a batch whose columns match ``schema`` by name."""
+    from format.errors import SchemaMismatchError
+
+    names = batch.schema.names
+    if sorted(names) != sorted(schema.names):
+        raise SchemaMismatchError(
+            f"data columns {names} do not match the table's columns {schema.names}"
+        )
+    cols = []
+    for f in schema:
+        col = batch.column(names.index(f.name))
+        if not col.type.equals(f.type):
+            try:
+                col = col.cast(f.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SchemaMismatchError(f"column {f.name!r} is {col.type}, the table has {f.type}: {exc}") from exc
+        if not f.nullable and col.null_count:
+            raise SchemaMismatchError(f"column {f.name!r} is not nullable but the data has {col.null_count} nulls")
+        cols.append(col)
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _subtree_ids(f: lschema.LanceField) -> set[int]:
+    return {n.id for n in f.walk()}
+
+
+@dataclass
+class FragmentReader:
+    """Reads the rows of one fragment for a set of top-level fields."""
+
+    store: ObjectStore
+    fragment: table_pb2.DataFragment
+    fields: list[lschema.LanceField]
+    _readers: dict[str, tformat.FileReader] = field(default_factory=dict)
+    _deleted: np.ndarray | None = None
+
+    @property
+    def physical_rows(self) -> int:
+        return self.fragment.physical_rows
+
+    def deleted_rows(self) -> np.ndarray:
+        """Sorted offsets of the deleted rows."""
+        if self._deleted is None:
+            if self.fragment.HasField("deletion_file"):
+                d = self.fragment.deletion_file
+                path = ldeletion.deletion_file_path(self.fragment.id, d)
+                self._deleted = ldeletion.decode(self.store.read(path), d.file_type, f"{self.store.uri}/{path}")
+            else:
+                self._deleted = np.zeros(0, np.uint32)
+        return self._deleted
+
+    def live_mask(self, start: int, stop: int) -> np.ndarray | None:
+        """Boolean mask of live rows in [start, stop); None when none are deleted."""
+        deleted = self.deleted_rows()
+        if not len(deleted):
+            return None
+        lo, hi = np.searchsorted(deleted, [start, stop])
+        if lo == hi:
+            return None
+        mask = np.ones(stop - start, dtype=bool)
+        mask[deleted[lo:hi].astype(np.int64) - start] = False
+        return mask
+
+    def _reader(self, df: table_pb2.DataFile) -> tformat.FileReader:
+        r = self._readers.get(df.path)
+        if r is None:
+            r = tformat.FileReader(self.store.open_reader(f"{DATA_DIR}/{df.path}"))
+            if r.num_rows != self.fragment.physical_rows:
+                from format.errors import CorruptFileError
+
+                raise CorruptFileError(r.path, f"data file has {r.num_rows} rows, its fragment says {self.fragment.physical_rows}")
+            self._readers[df.path] = r
+        return r
+
+    def _locate(self, f: lschema.LanceField) -> tuple[table_pb2.DataFile, int] | None:
+        ids = _subtree_ids(f)
+        for df in reversed(self.fragment.files):  # later files win (data replacement)
+            for pos, fid in enumerate(df.fields):
+                if fid in ids:
+                    col = df.column_indices[pos] if len(df.column_indices) > pos else pos
+                    if col < 0:
+                        return None
+                    return df, col
+        return None
+
+    def read(self, start: int, stop: int) -> list[pa.Array]:
+        """Arrays of ``self.fields`` for physical rows [start, stop) (deleted rows included)."""
+        out = []
+        for f in self.fields:
+            loc = self._locate(f)
+            if loc is None:
+                out.append(pa.nulls(stop - start, f.arrow_type))
+                continue
+            df, col = loc
+            r = self._reader(df)
+            arr = r.read_range(start, stop, columns=[r.field_for_column(col)]).column(0)
+            arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+            if not arr.type.equals(f.arrow_type):
+                arr = arr.cast(f.arrow_type)
+            out.append(arr)
+        return out
+
+    def take(self, offsets: np.ndarray) -> list[pa.Array]:
+        out = []
+        for f in self.fields:
+            loc = self._locate(f)
+            if loc is None:
+                out.append(pa.nulls(len(offsets), f.arrow_type))
+                continue
+            df, col = loc
+            r = self._reader(df)
+            arr = r.take(offsets, columns=[r.field_for_column(col)]).column(0)
+            arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+            out.append(arr if arr.type.equals(f.arrow_type) else arr.cast(f.arrow_type))
+        return out
+
+    def row_ids(self, start: int, stop: int) -> np.ndarray:
+        """Stable row ids of physical rows [start, stop), or row addresses without them."""
+        seq = decode_row_ids(self.store, self.fragment)
+        if seq is None:
+            return (np.uint64(self.fragment.id) << np.uint64(32)) + np.arange(start, stop, dtype=np.uint64)
+        return seq[start:stop]
+
+    def close(self) -> None:
+        for r in self._readers.values():
+            r.close()
+        self._readers.clear()
+
+
+def decode_row_ids(store: ObjectStore, frag: table_pb2.DataFragment) -> np.ndarray | None:
+    """The fragment's stable row ids, one per physical row (None without them)."""
+    which = frag.WhichOneof("row_id_sequence")
+    if which is None:
+        return None
+    if which == "inline_row_ids":
+        data = frag.inline_row_ids
+    else:
+        ext = frag.external_row_ids
+        data = store.read(ext.path)[ext.offset : ext.offset + ext.size] if ext.size else store.read(ext.path)[ext.offset :]
+    seq = rowids_pb2.RowIdSequence()
+    seq.ParseFromString(data)
+    parts = [_segment_values(s) for s in seq.segments]
+    return np.concatenate(parts).astype(np.uint64) if parts else np.zeros(0, np.uint64)
+
+
+def _u64_array(a: rowids_pb2.EncodedU64Array) -> np.ndarray:
+    which = a.WhichOneof("array")
+    if which == "u16_array":
+        return a.u16_array.base + np.frombuffer(a.u16_array.offsets, "<u2").astype(np.uint64)
+    if which == "u32_array":
+        return a.u32_array.base + np.frombuffer(a.u32_array.offsets, "<u4").astype(np.uint64)
+    if which == "u64_array":
+        return np.frombuffer(a.u64_array.values, "<u8").astype(np.uint64)
+    return np.zeros(0, np.uint64)
+
+
+def _segment_values(s: rowids_pb2.U64Segment) -> np.ndarray:
+    which = s.WhichOneof("segment")
+    if which == "range":
+        return np.arange(s.range.start, s.range.end, dtype=np.uint64)
+    if which == "range_with_holes":
+        r = s.range_with_holes
+        vals = np.arange(r.start, r.end, dtype=np.uint64)
+        return np.setdiff1d(vals, _u64_array(r.holes), assume_unique=True)
+    if which == "range_with_bitmap":
+        r = s.range_with_bitmap
+        bits = np.unpackbits(np.frombuffer(r.bitmap, np.uint8), bitorder="little", count=r.end - r.start).astype(bool)
+        return np.arange(r.start, r.end, dtype=np.uint64)[bits]
+    if which in ("sorted_array", "array"):
+        return _u64_array(getattr(s, which))
+    from format.errors import UnsupportedEncodingError
+
+    raise UnsupportedEncodingError(f"row id segment {which!r} is not supported")
+
+
+def iter_fragment_batches(
+    reader: FragmentReader, batch_rows: int
+) -> Iterator[tuple[int, int, list[pa.Array]]]:
+    for start in range(0, reader.physical_rows, batch_rows):
+        stop = min(start + batch_rows, reader.physical_rows)
+        yield start, stop, reader.read(start, stop)

@@ -1,0 +1,321 @@
+"""Transactions for the table operations that change rows or columns.
+
+Each ``build_*`` function reads the table at one version, writes whatever new
+files it needs (data files, deletion files) and returns the Transaction to
+commit.  On a conflict the table re-runs it on the latest version.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from commit.committer import new_transaction
+from format import deletion as ldeletion
+from format import schema as lschema
+from format.container import DATAFILE_VERSIONS
+from format.protos import table_pb2, transaction_pb2
+
+from . import data as ldata
+from . import predicate as lpred
+from .errors import InvalidArgumentError, SchemaMismatchError, UnknownColumnError
+from .fragments import DATA_DIR, FragmentReader, data_file_entry, write_fragments
+from .scan import evaluate, fields_by_name, mask_of
+
+BATCH = 64 * 1024
+
+
+def _matches(table, reader: FragmentReader, names: list[str], expr) -> tuple[np.ndarray, list[pa.RecordBatch]]:
+    """Physical offsets of live rows matching ``expr`` (all live rows if None),
+    with their ``names`` columns when asked."""
+    frag = reader.fragment
+    hits, batches = [], []
+    for start in range(0, frag.physical_rows, BATCH):
+        stop = min(start + BATCH, frag.physical_rows)
+        arrays = reader.read(start, stop)
+        batch = pa.RecordBatch.from_arrays(arrays, names=names) if arrays else pa.record_batch({"_": pa.nulls(stop - start)})
+        m = mask_of(expr, batch) if expr is not None else np.ones(stop - start, bool)
+        live = reader.live_mask(start, stop)
+        if live is not None:
+            m &= live
+        if m.any():
+            hits.append(np.nonzero(m)[0] + start)
+            batches.append(batch.filter(pa.array(m)))
+    offs = np.concatenate(hits) if hits else np.zeros(0, np.int64)
+    return offs, batches
+
+
+def _with_deletions(table, frag: table_pb2.DataFragment, reader: FragmentReader, rows: np.ndarray,
+                    read_version: int) -> table_pb2.DataFragment | None:
+    """A copy of ``frag`` with ``rows`` also deleted; None if nothing is left."""
+    deleted = np.union1d(reader.deleted_rows().astype(np.int64), rows.astype(np.int64))
+    if len(deleted) >= frag.physical_rows:
+        return None
+    meta, data = ldeletion.encode(deleted, read_version)
+    table.store.put(ldeletion.deletion_file_path(frag.id, meta), data)
+    out = table_pb2.DataFragment()
+    out.CopyFrom(frag)
+    out.deletion_file.CopyFrom(meta)
+    return out
+
+
+def build_delete(table, predicate) -> transaction_pb2.Transaction | None:
+    expr = lpred.to_expression(predicate, table.schema)
+    names = sorted(lpred.referenced_columns(predicate, table.schema))
+    fields = fields_by_name(table._fields, names)
+    txn = new_transaction(table.version)
+    d = txn.delete
+    d.predicate = lpred.to_sql(predicate)
+    for frag in table.manifest.fragments:
+        reader = FragmentReader(table.store, frag, fields)
+        rows, _ = _matches(table, reader, names, expr)
+        if len(rows):
+            updated = _with_deletions(table, frag, reader, rows, table.version)
+            if updated is None:
+                d.deleted_fragment_ids.append(frag.id)
+            else:
+                d.updated_fragments.append(updated)
+        reader.close()
+    if not d.updated_fragments and not d.deleted_fragment_ids:
+        return None  # nothing matched: no new version, as pylance does
+    return txn
+
+
+def _new_value(spec, batch: pa.RecordBatch, field: pa.Field, schema: pa.Schema) -> pa.Array:
+    if isinstance(spec, pc.Expression) or isinstance(spec, str):
+        arr = evaluate(lpred.to_value_expression(spec, schema), batch)
+    elif isinstance(spec, pa.Scalar):
+        arr = pa.array([spec.as_py()] * batch.num_rows, type=spec.type)
+    else:
+        arr = pa.array([spec] * batch.num_rows)
+        if pa.types.is_null(arr.type):
+            arr = pa.nulls(batch.num_rows, field.type)
+    if not arr.type.equals(field.type):
+        try:
+            arr = arr.cast(field.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatchError(f"cannot set column {field.name!r} ({field.type}) to a {arr.type} value: {exc}") from exc
+    if not field.nullable and arr.null_count:
+        raise SchemaMismatchError(f"column {field.name!r} is not nullable")
+    return arr
+
+
+def _rewrite_rows(table, where, make_rows) -> transaction_pb2.Transaction | None:
+    """Delete the rows matching ``where`` and write ``make_rows(batch)`` in their place."""
+    expr = lpred.to_expression(where, table.schema) if where is not None else None
+    names = list(table.schema.names)
+    txn = new_transaction(table.version)
+    u = txn.update
+    new_batches: list[pa.RecordBatch] = []
+    for frag in table.manifest.fragments:
+        reader = FragmentReader(table.store, frag, table._fields)
+        rows, batches = _matches(table, reader, names, expr)
+        if len(rows):
+            for b in batches:
+                new_batches.append(make_rows(b))
+            updated = _with_deletions(table, frag, reader, rows, table.version)
+            if updated is None:
+                u.removed_fragment_ids.append(frag.id)
+            else:
+                u.updated_fragments.append(updated)
+        reader.close()
+    if not new_batches:
+        return None
+    u.new_fragments.extend(write_fragments(table.store, new_batches, table.schema, table._fields, table.file_version,
+                                           table.max_rows_per_file))
+    return txn
+
+
+def build_update(table, values: dict, where) -> transaction_pb2.Transaction | None:
+    if not isinstance(values, dict) or not values:
+        raise InvalidArgumentError("update needs a non-empty dict of column -> value or expression")
+    schema = table.schema
+    for name in values:
+        if name not in schema.names:
+            raise UnknownColumnError(f"cannot update {name!r}: no such column; the table has {schema.names}")
+    # parse expressions up front so a bad one fails before anything is written
+    for spec in values.values():
+        if isinstance(spec, (str, pc.Expression)):
+            lpred.to_value_expression(spec, schema)
+
+    def make_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
+        cols = []
+        for f in schema:
+            cols.append(_new_value(values[f.name], batch, f, schema) if f.name in values else batch.column(f.name))
+        return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+    return _rewrite_rows(table, where, make_rows)
+
+
+def build_merge_insert(table, source: pa.Table, on: list[str], update_matched: bool, insert_unmatched: bool,
+                       delete_unmatched_target: bool, stats: dict) -> transaction_pb2.Transaction | None:
+    schema = table.schema
+    for k in on:
+        if k not in schema.names:
+            raise UnknownColumnError(f"merge key {k!r} is not a column of the table {schema.names}")
+        if k not in source.column_names:
+            raise SchemaMismatchError(f"merge key {k!r} is missing from the source data")
+    from .fragments import _conform
+
+    source = pa.Table.from_batches([_conform(b, schema) for b in source.to_batches()], schema=schema)
+    keys = source.select(on)
+    if keys.group_by(on).aggregate([]).num_rows != keys.num_rows:
+        raise InvalidArgumentError(f"the source has duplicate keys on {on}: a target row could match twice")
+    src_keys = keys.append_column("__src", pa.array(np.arange(source.num_rows, dtype=np.int64)))
+    fields = fields_by_name(table._fields, on)
+    txn = new_transaction(table.version)
+    u = txn.update
+    matched_src: list[np.ndarray] = []
+    n_deleted = 0
+    for frag in table.manifest.fragments:
+        reader = FragmentReader(table.store, frag, fields)
+        offs, batches = _matches(table, reader, on, None)
+        if not len(offs):
+            reader.close()
+            continue
+        tgt = pa.Table.from_batches(batches).append_column("__off", pa.array(offs.astype(np.int64)))
+        joined = tgt.join(src_keys, keys=on, join_type="inner")
+        hit_off = joined.column("__off").to_numpy()
+        matched_src.append(joined.column("__src").to_numpy())
+        drop = np.zeros(0, np.int64)
+        if update_matched and len(hit_off):
+            drop = hit_off
+        if delete_unmatched_target:
+            unmatched = np.setdiff1d(offs, hit_off)
+            n_deleted += len(unmatched)
+            drop = np.union1d(drop, unmatched)
+        if len(drop):
+            updated = _with_deletions(table, frag, reader, drop, table.version)
+            if updated is None:
+                u.removed_fragment_ids.append(frag.id)
+            else:
+                u.updated_fragments.append(updated)
+        reader.close()
+    matched = np.unique(np.concatenate(matched_src)) if matched_src else np.zeros(0, np.int64)
+    take = []
+    if update_matched:
+        take.append(matched)
+    unmatched_src = np.setdiff1d(np.arange(source.num_rows), matched)
+    if insert_unmatched:
+        take.append(unmatched_src)
+    rows = np.sort(np.concatenate(take)) if take else np.zeros(0, np.int64)
+    stats.update(
+        num_updated_rows=int(len(matched)) if update_matched else 0,
+        num_inserted_rows=int(len(unmatched_src)) if insert_unmatched else 0,
+        num_deleted_rows=n_deleted,
+    )
+    if len(rows):
+        new = source.take(pa.array(rows))
+        u.new_fragments.extend(write_fragments(table.store, new.to_batches(), schema, table._fields, table.file_version,
+                                               table.max_rows_per_file))
+    if not (u.new_fragments or u.updated_fragments or u.removed_fragment_ids):
+        return None
+    return txn
+
+
+def _next_field_id(table) -> int:
+    ids = [n.id for f in table._fields for n in f.walk()]
+    for frag in table.manifest.fragments:
+        for df in frag.files:
+            ids.extend(df.fields)
+    return max(ids + [-1]) + 1
+
+
+def build_add_columns(table, columns) -> transaction_pb2.Transaction:
+    schema = table.schema
+    if isinstance(columns, dict):
+        if not columns:
+            raise InvalidArgumentError("add_columns needs at least one column")
+        exprs = {}
+        for name, spec in columns.items():
+            if name in schema.names:
+                raise InvalidArgumentError(f"column {name!r} already exists")
+            exprs[name] = lpred.to_value_expression(spec, schema)
+        need = sorted(set().union(*(lpred.value_columns(s, schema) for s in columns.values())))
+        data = None
+    else:
+        data = ldata.to_table(columns)
+        for name in data.column_names:
+            if name in schema.names:
+                raise InvalidArgumentError(f"column {name!r} already exists")
+        if data.num_rows != table.count_rows():
+            raise SchemaMismatchError(
+                f"new column data has {data.num_rows} rows; the table has {table.count_rows()} live rows"
+            )
+        exprs, need = None, []
+    need_fields = fields_by_name(table._fields, need)
+    txn = new_transaction(table.version)
+    merge = txn.merge
+    new_schema = None
+    new_fields = None
+    live_base = 0
+    for frag in table.manifest.fragments:
+        reader = FragmentReader(table.store, frag, need_fields)
+        n = frag.physical_rows
+        if exprs is not None:
+            arrays = reader.read(0, n) if need_fields else []
+            batch = pa.RecordBatch.from_arrays(arrays, names=need) if arrays else pa.record_batch({"_": pa.nulls(n)})
+            new_cols = {name: evaluate(e, batch) for name, e in exprs.items()}
+        else:
+            deleted = reader.deleted_rows().astype(np.int64)
+            live = np.setdiff1d(np.arange(n), deleted, assume_unique=True)
+            idx = np.full(n, -1, dtype=np.int64)
+            idx[live] = np.arange(live_base, live_base + len(live))
+            live_base += len(live)
+            mask = idx < 0
+            pick = pa.array(np.where(mask, 0, idx), mask=mask)
+            new_cols = {name: data.column(name).take(pick).combine_chunks() for name in data.column_names}
+        reader.close()
+        new_tab = pa.table(new_cols)
+        if new_fields is None:
+            new_fields = lschema.fields_from_arrow(new_tab.schema, start_id=_next_field_id(table))
+            new_schema = new_tab.schema
+        new_tab = new_tab.cast(new_schema)
+        out_frag = table_pb2.DataFragment()
+        out_frag.CopyFrom(frag)
+        written = write_fragments(table.store, new_tab.to_batches(), new_schema, new_fields, table.file_version,
+                                  max_rows_per_file=max(n, 1))
+        if written:
+            assert len(written) == 1
+            out_frag.files.append(written[0].files[0])
+        merge.fragments.append(out_frag)
+    if new_fields is None:  # a table without fragments
+        sample = pa.table({k: pa.array([], pa.null()) for k in (exprs or {})}) if exprs else data.schema.empty_table()
+        new_fields = lschema.fields_from_arrow(sample.schema, start_id=_next_field_id(table))
+    merge.schema.extend(lschema.fields_to_protos(table._fields + new_fields))
+    for k, v in table.manifest.schema_metadata.items():
+        merge.schema_metadata[k] = v
+    return txn
+
+
+def build_drop_columns(table, names: Sequence[str]) -> transaction_pb2.Transaction:
+    existing = {f.name for f in table._fields}
+    for n in names:
+        if n not in existing:
+            raise UnknownColumnError(f"cannot drop {n!r}: no such column; the table has {sorted(existing)}")
+    keep = [f for f in table._fields if f.name not in set(names)]
+    if not keep:
+        raise InvalidArgumentError("cannot drop every column of a table")
+    txn = new_transaction(table.version)
+    txn.project.schema.extend(lschema.fields_to_protos(keep))
+    return txn
+
+
+def build_rename_column(table, old: str, new: str) -> transaction_pb2.Transaction:
+    names = [f.name for f in table._fields]
+    if old not in names:
+        raise UnknownColumnError(f"cannot rename {old!r}: no such column; the table has {names}")
+    if new in names:
+        raise InvalidArgumentError(f"cannot rename {old!r} to {new!r}: that column exists")
+    if not new or not isinstance(new, str):
+        raise InvalidArgumentError("the new column name must be a non-empty string")
+    protos = lschema.fields_to_protos(table._fields)
+    for p in protos:
+        if p.parent_id == -1 and p.name == old:
+            p.name = new
+    txn = new_transaction(table.version)
+    txn.project.schema.extend(protos)
+    return txn

@@ -1,0 +1,532 @@
+"""Filter predicates: SQL text or pyarrow Expressions -> validated pyarrow Expressions.
+
+Scans, ``delete(predicate)``, ``update(where=...)`` and ``count_rows(filter=...)``
+take a predicate either as a ``pyarrow.compute.Expression`` or as a SQL boolean
+expression like those pylance/DataFusion users write, e.g.
+``"amount > 10 AND city = 'SF'"``. SQL is parsed with sqlglot and translated
+node by node; anything outside the supported set raises a typed
+:class:`~catalog.errors.PredicateError` rather than being guessed at.
+
+Supported SQL: ``= != <> < <= > >=``, ``AND OR NOT``, parentheses,
+``IS [NOT] NULL``, ``IS [NOT] TRUE|FALSE``, ``IS [NOT] DISTINCT FROM``,
+``[NOT] IN (...)``, ``[NOT] BETWEEN``, ``[NOT] LIKE|ILIKE [ESCAPE 'c']``,
+``+ - * / %`` and unary minus, string/number/boolean/NULL literals,
+``DATE '...'`` / ``TIMESTAMP '...'`` literals, ``CAST(x AS type)`` / ``x::type``,
+struct fields ``a.b.c``, and ``"quoted"`` or ```backticked``` identifiers.
+Unquoted names match exactly, else case-insensitively when that is unambiguous.
+
+A constant compared with a column (or any typed expression) is cast to that
+type: ``float32_col = 0.1`` compares float32s, ``date_col > '2024-01-01'`` and
+``ts_col < '2024-01-01 10:00:00'`` read the string as a date/timestamp (a
+string without a UTC offset, compared with a zoned timestamp column, is read as
+wall-clock time in the column's zone). Numbers are never turned into strings:
+``string_col = 1`` is a :class:`~catalog.errors.PredicateTypeError`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import functools
+import re
+from dataclasses import dataclass
+from typing import Callable, NoReturn, Union
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import Tokenizer
+
+from catalog.errors import (PredicateError, PredicateSyntaxError, PredicateTypeError,
+                            UnknownColumnError, UnsupportedPredicateError)
+
+__all__ = ["Predicate", "filter_mask", "referenced_columns", "to_expression", "to_sql"]
+
+Predicate = Union[str, pc.Expression]
+"""What the table API accepts as a filter: SQL text or a pyarrow Expression."""
+
+
+class _TesseraSQL(Dialect):
+    """sqlglot's default dialect, with both ``"x"`` and ```x``` as identifiers."""
+
+    class Tokenizer(Tokenizer):
+        IDENTIFIERS = ['"', "`"]
+
+
+_COMPARE: dict[type, Callable] = {
+    exp.EQ: pc.equal, exp.NEQ: pc.not_equal, exp.GT: pc.greater,
+    exp.GTE: pc.greater_equal, exp.LT: pc.less, exp.LTE: pc.less_equal,
+}
+_ARITH: dict[type, Callable] = {
+    exp.Add: pc.add_checked, exp.Sub: pc.subtract_checked, exp.Mul: pc.multiply_checked,
+    exp.Div: pc.divide_checked, exp.Mod: pc.remainder_checked,
+}
+_T = exp.DataType.Type
+_CAST_NAMES: dict[str, pa.DataType] = {  # by name: older sqlglot releases lack some members
+    "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
+    "BIGINT": pa.int64(), "UTINYINT": pa.uint8(), "USMALLINT": pa.uint16(), "UINT": pa.uint32(),
+    "UBIGINT": pa.uint64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "DATE": pa.date32(),
+    "TIME": pa.time64("us"), "TIMESTAMP_S": pa.timestamp("s"), "TIMESTAMP_MS": pa.timestamp("ms"),
+    "TIMESTAMP_NS": pa.timestamp("ns"), "TIMESTAMPTZ": pa.timestamp("us", "UTC"),
+    **dict.fromkeys(["VARCHAR", "CHAR", "NVARCHAR", "NCHAR", "TEXT"], pa.string()),
+    **dict.fromkeys(["BINARY", "VARBINARY", "BLOB"], pa.binary()),
+    **dict.fromkeys(["TIMESTAMP", "DATETIME", "TIMESTAMPNTZ"], pa.timestamp("us")),
+}
+_CAST_TYPES = {_T[name]: typ for name, typ in _CAST_NAMES.items() if name in _T.__members__}
+_DECIMALS = {_T[name] for name in ("DECIMAL", "DECIMAL128") if name in _T.__members__}
+_UNITS = {0: "s", 3: "ms", 6: "us", 9: "ns"}  # TIMESTAMP(p) precision -> unit
+_NULL_BOOL = pa.scalar(None, pa.bool_())
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+
+
+@dataclass
+class _Val:
+    """A translated node: its expression, its Arrow type once known, and the
+    scalar itself when the node is a constant (so it can still be re-typed)."""
+
+    expr: pc.Expression
+    type: pa.DataType | None = None
+    lit: pa.Scalar | None = None
+
+
+def _const(scalar: pa.Scalar) -> _Val:
+    return _Val(pc.scalar(scalar), scalar.type, scalar)
+
+
+def _err(cls: type[PredicateError], message: str, **attrs: object) -> PredicateError:
+    """An error of class ``cls`` carrying ``attrs`` (``text``, ``column``...)."""
+    error = cls(message)
+    for key, value in attrs.items():
+        setattr(error, key, value)
+    return error
+
+
+def _bound_type(expr: pc.Expression, schema: pa.Schema, context: str = "") -> pa.DataType:
+    """Bind ``expr`` against ``schema`` (no data is read) and return its type."""
+    context = context or f"predicate {expr}"
+    try:
+        scanner = ds.Scanner.from_batches(iter(()), schema=schema, columns={"v": expr})
+        return scanner.projected_schema.field("v").type
+    except _ARROW_ERRORS as e:
+        missing = re.search(r"No match for FieldRef\.\w+\((.*?)\) in", str(e))
+        if missing:
+            raise _err(UnknownColumnError, f"{context} names a column the table does not have "
+                       f"({missing.group(1)}); available columns: {', '.join(schema.names) or '(none)'}",
+                       column=missing.group(1), available=list(schema.names)) from e
+        raise _err(PredicateTypeError, f"{context} does not type-check: {e}") from e
+
+
+def _boolean(expr: pc.Expression, schema: pa.Schema, context: str) -> pc.Expression:
+    """``expr`` bound and checked to be boolean (a bare NULL counts as one)."""
+    typ = _bound_type(expr, schema, context)
+    if not (pa.types.is_boolean(typ) or pa.types.is_null(typ)):
+        raise _err(PredicateTypeError, f"{context} is {typ}, not boolean")
+    return expr if pa.types.is_boolean(typ) else expr.cast(pa.bool_())
+
+
+def _is_stringy(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _retime(sc: pa.Scalar, target: pa.DataType) -> pa.Scalar:
+    """Move a timestamp/date constant onto timestamp type ``target`` (zone, then unit)."""
+    if pa.types.is_date(sc.type):
+        sc = sc.cast(pa.timestamp(target.unit))
+    if target.tz and not sc.type.tz:
+        sc = pc.assume_timezone(sc, timezone=target.tz)  # wall clock in the column's zone
+    elif sc.type.tz and not target.tz:
+        sc = sc.cast(pa.timestamp(sc.type.unit))  # UTC wall clock
+    try:
+        return sc.cast(target)
+    except pa.ArrowInvalid:  # finer than the target's unit: keep its own unit
+        return sc.cast(pa.timestamp(sc.type.unit, target.tz))
+
+
+def _read_temporal(text: str, target: pa.DataType) -> pa.Scalar:
+    """Read a string constant as a date, time or timestamp of type ``target``."""
+    if pa.types.is_time(target):
+        return pa.scalar(datetime.time.fromisoformat(text), target)
+    if not pa.types.is_timestamp(target):
+        return pa.scalar(text).cast(target)
+    for unit in dict.fromkeys([target.unit, "ns"]):
+        for probe in (pa.timestamp(unit, "UTC"), pa.timestamp(unit)):  # with an offset, without
+            try:
+                return _retime(pa.scalar(text).cast(probe), target)
+            except pa.ArrowInvalid:
+                continue
+    raise pa.ArrowInvalid(f"not a timestamp: {text!r}")
+
+
+def _cast_const(sc: pa.Scalar, target: pa.DataType, explicit: bool) -> pa.Scalar | None:
+    """``sc`` as a ``target`` constant, or None where an implicit cast should not
+    apply (pyarrow's own promotion then decides). Raises if an explicit CAST,
+    or reading a string as a number/date/timestamp, fails."""
+    src = sc.type
+    target = target.value_type if pa.types.is_dictionary(target) else target
+    if src == target or (not sc.is_valid and not explicit):
+        return sc if src == target else pa.scalar(None, target)
+    try:
+        if _is_stringy(src) and pa.types.is_temporal(target):
+            return _read_temporal(sc.as_py(), target)
+        if pa.types.is_timestamp(target) and (pa.types.is_timestamp(src) or pa.types.is_date(src)):
+            return _retime(sc, target)
+        if not explicit and (_is_stringy(target) and not _is_stringy(src)
+                             or pa.types.is_date(target) and pa.types.is_timestamp(src)):
+            return None  # never compare a number as text, nor truncate a timestamp to a date
+        if pa.types.is_decimal(target) and (pa.types.is_integer(src) or pa.types.is_floating(src)):
+            return pa.scalar(decimal.Decimal(str(sc.as_py())), target)
+        return sc.cast(target, safe=True)
+    except (*_ARROW_ERRORS, ValueError, decimal.InvalidOperation) as e:
+        if explicit or _is_stringy(src):
+            raise _err(PredicateTypeError, f"cannot read {sc.as_py()!r} as {target}: {e}") from e
+        return None
+
+
+class _Translator:
+    """Translates one parsed sqlglot tree against one schema."""
+
+    def __init__(self, text: str, schema: pa.Schema) -> None:
+        self.text, self.schema = text, schema
+        self.columns: set[str] = set()
+
+    def type_of(self, v: _Val) -> pa.DataType:
+        if v.type is None:
+            v.type = _bound_type(v.expr, self.schema, f"{v.expr} in predicate {self.text!r}")
+        return v.type
+
+    def coerce(self, a: _Val, b: _Val) -> tuple[_Val, _Val]:
+        """Cast whichever side is a constant to the type of the other side."""
+        if a.lit is not None and b.lit is None:
+            b, a = self.coerce(b, a)
+        elif b.lit is not None and a.lit is None:
+            cast = _cast_const(b.lit, self.type_of(a), explicit=False)
+            b = b if cast is None else _const(cast)
+        return a, b
+
+    def apply(self, fn: Callable, *args: _Val) -> _Val:
+        """``fn`` over the arguments, folded to a constant when all are constants."""
+        if all(a.lit is not None for a in args):
+            try:
+                return _const(fn(*(a.lit for a in args)))
+            except _ARROW_ERRORS as e:
+                raise _err(PredicateTypeError, f"in predicate {self.text!r}: {e}") from e
+        return _Val(fn(*(a.expr for a in args)))
+
+    def compare(self, fn: Callable, a: _Val, b: _Val) -> _Val:
+        """A comparison, after casting a constant side to the other side's type."""
+        return self.apply(fn, *self.coerce(a, b))
+
+    def logic(self, fn: Callable, *args: _Val) -> _Val:
+        """A boolean operator; a bare NULL operand is taken as a boolean NULL."""
+        return self.apply(fn, *(_const(_NULL_BOOL) if a.lit is not None and pa.types.is_null(a.type)
+                                else a for a in args))
+
+    def unsupported(self, node: exp.Expression, what: str | None = None) -> NoReturn:
+        if what is None:
+            if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
+                what = "subquery / SELECT"
+            elif isinstance(node, exp.Func):
+                kind = "aggregate function" if isinstance(node, exp.AggFunc) else "function"
+                what = f"{kind} {node.name if isinstance(node, exp.Anonymous) else node.sql_name()}"
+            else:
+                what = type(node).__name__
+        raise _err(UnsupportedPredicateError, f"{what} is not supported in a predicate: "
+                   f"{node.sql(dialect=_TesseraSQL)!r} in {self.text!r}", construct=what, text=self.text)
+
+    def resolve(self, parts: list[exp.Identifier]) -> _Val:
+        """Resolve ``a`` / ``a.b.c`` to a (nested) field reference."""
+        names, fields = list(self.schema.names), list(self.schema)
+        dotted = ".".join(p.name for p in parts)
+        if len(parts) > 1 and dotted in names and not _match(parts[0], names):
+            parts = [exp.to_identifier(dotted, quoted=True)]  # a top-level column named "a.b"
+        path: list[str] = []
+        typ: pa.DataType | None = None
+        for ident in parts:
+            if path and not pa.types.is_struct(typ):
+                raise _err(UnknownColumnError, f"{'.'.join(path)!r} is {typ}, not a struct, so it has no "
+                           f"field {ident.name!r} (predicate {self.text!r})", column=dotted, available=names)
+            name = _match(ident, names)
+            if name is None:
+                where = f"struct column {'.'.join(path)!r} has no field" if path else "unknown column"
+                raise _err(UnknownColumnError, f"{where} {ident.name!r} in predicate {self.text!r}; "
+                           f"available: {', '.join(names) or '(none)'}", column=dotted, available=names)
+            path.append(name)
+            typ = next(f.type for f in fields if f.name == name)
+            if pa.types.is_struct(typ):
+                fields = list(typ)
+                names = [f.name for f in fields]
+        self.columns.add(path[0])
+        return _Val(pc.field(*path), typ)
+
+    def literal(self, node: exp.Literal | exp.Boolean | exp.Null) -> _Val:
+        if not isinstance(node, exp.Literal):
+            return _const(pa.scalar(None if isinstance(node, exp.Null) else bool(node.this)))
+        if node.is_string:
+            return _const(pa.scalar(node.this, pa.string()))
+        try:
+            return _const(pa.scalar(int(node.this), pa.int64()))
+        except ValueError:
+            return _const(pa.scalar(float(node.this), pa.float64()))
+        except OverflowError as e:
+            raise _err(PredicateTypeError, f"integer {node.this} is out of range in {self.text!r}") from e
+
+    def cast(self, node: exp.Cast) -> _Val:
+        if isinstance(node, exp.TryCast) or node.args.get("format"):
+            self.unsupported(node, "TRY_CAST" if isinstance(node, exp.TryCast) else "CAST ... FORMAT")
+        to = node.to
+        params = [int(p.this.this) if isinstance(p.this, exp.Literal) else None for p in to.expressions]
+        if to.this in _DECIMALS:
+            try:
+                target: pa.DataType = pa.decimal128(*(params or [38, 10]))
+            except (TypeError, ValueError) as e:
+                raise _err(PredicateTypeError, f"bad type {to.sql()} in {self.text!r}: {e}") from e
+        elif to.this in _CAST_TYPES:
+            target = _CAST_TYPES[to.this]
+            if pa.types.is_timestamp(target) and params and params[0] in _UNITS:
+                target = pa.timestamp(_UNITS[params[0]], target.tz)
+        else:
+            self.unsupported(node, f"CAST to {to.sql()}")
+        v = self.visit(node.this)
+        if pa.types.is_integer(target) and pa.types.is_floating(self.type_of(v)):
+            v = self.apply(pc.trunc, v)  # SQL truncates toward zero; overflow still fails
+        if v.lit is not None:
+            return _const(_cast_const(v.lit, target, explicit=True))
+        return _Val(v.expr.cast(target), target)
+
+    def like(self, node: exp.Expression, escape: str | None = None) -> _Val:
+        pattern = self.visit(node.expression).lit
+        if pattern is None:
+            self.unsupported(node, "LIKE with a non-constant pattern")
+        if not _is_stringy(pattern.type):
+            raise _err(PredicateTypeError, f"LIKE pattern {pattern} is not a string in {self.text!r}")
+        text: str = pattern.as_py()
+        if escape is not None and escape != "\\":  # Arrow's LIKE escapes with a backslash
+            out, chars = [], iter(text)
+            for ch in chars:
+                out.append("\\" + next(chars, "") if ch == escape else "\\\\" if ch == "\\" else ch)
+            text = "".join(out)
+        ci = isinstance(node, exp.ILike)
+        return self.apply(lambda x: pc.match_like(x, pattern=text, ignore_case=ci), self.visit(node.this))
+
+    def isin(self, node: exp.In) -> _Val:
+        if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+            self.unsupported(node, "IN with a subquery")
+        if not node.expressions:
+            raise _err(PredicateSyntaxError, f"empty IN list in {self.text!r}", text=self.text)
+        x, items = self.visit(node.this), [self.visit(e) for e in node.expressions]
+        if x.lit is None and all(i.lit is not None for i in items):
+            target = self.type_of(x)
+            cast = [self.coerce(x, i)[1].lit for i in items]
+            values = [c for c in cast if c.is_valid]
+            try:
+                value_set = pa.array(values, type=target.value_type if pa.types.is_dictionary(target)
+                                     else target)
+            except (*_ARROW_ERRORS, TypeError, ValueError, OverflowError):
+                value_set = None  # mixed types: fall back to ORed comparisons below
+            if value_set is not None:  # SQL: NULL input -> NULL; no match, NULL in list -> NULL
+                out = pc.if_else(pc.is_null(x.expr), _NULL_BOOL,
+                                 pc.is_in(x.expr, value_set=value_set, skip_nulls=True))
+                if len(values) < len(cast):
+                    out = pc.if_else(out, pa.scalar(True), _NULL_BOOL)
+                return _Val(out, pa.bool_())
+        out = self.compare(pc.equal, x, items[0])
+        for item in items[1:]:
+            out = self.logic(pc.or_kleene, out, self.compare(pc.equal, x, item))
+        return out
+
+    def visit(self, node: exp.Expression) -> _Val:  # noqa: C901 - one branch per construct
+        """Translate one sqlglot node."""
+        if node.args.get("negate"):  # newer sqlglot folds `x NOT ILIKE y` into the node itself
+            node = node.copy()
+            node.set("negate", None)
+            return self.logic(pc.invert, self.visit(node))
+        if isinstance(node, exp.Paren):
+            return self.visit(node.this)
+        if isinstance(node, (exp.Column, exp.Dot)):
+            parts = _dot_parts(node)
+            if not all(isinstance(p, exp.Identifier) for p in parts):
+                self.unsupported(node, "column reference other than a name or a.b.c")
+            return self.resolve(parts)
+        if isinstance(node, (exp.Literal, exp.Boolean, exp.Null)):
+            return self.literal(node)
+        if isinstance(node, exp.Cast):
+            return self.cast(node)
+        if type(node) in _COMPARE:
+            return self.compare(_COMPARE[type(node)], self.visit(node.this), self.visit(node.expression))
+        if type(node) in _ARITH:
+            return self.compare(_ARITH[type(node)], self.visit(node.this), self.visit(node.expression))
+        if isinstance(node, exp.Neg):
+            return self.apply(pc.negate_checked, self.visit(node.this))
+        if isinstance(node, (exp.And, exp.Or)):  # flattened: long chains must not recurse deeply
+            fn = pc.and_kleene if isinstance(node, exp.And) else pc.or_kleene
+            return functools.reduce(lambda a, b: self.logic(fn, a, b), map(self.visit, node.flatten()))
+        if isinstance(node, exp.Not):
+            return self.logic(pc.invert, self.visit(node.this))
+        if isinstance(node, exp.Is):
+            x, what = self.visit(node.this), node.expression
+            if isinstance(what, exp.Null):
+                return self.apply(pc.is_null, x)
+            if not isinstance(what, exp.Boolean):
+                self.unsupported(node, "IS other than IS [NOT] NULL/TRUE/FALSE")
+            truth = x if what.this else self.logic(pc.invert, x)
+            return self.logic(pc.coalesce, truth, _const(pa.scalar(False)))
+        if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
+            a, b = self.coerce(self.visit(node.this), self.visit(node.expression))
+            both_null = self.apply(pc.and_kleene, self.apply(pc.is_null, a), self.apply(pc.is_null, b))
+            same = self.apply(pc.coalesce, self.compare(pc.equal, a, b), both_null)
+            return self.logic(pc.invert, same) if isinstance(node, exp.NullSafeNEQ) else same
+        if isinstance(node, exp.In):
+            return self.isin(node)
+        if isinstance(node, exp.Between):
+            if node.args.get("symmetric"):
+                self.unsupported(node, "BETWEEN SYMMETRIC")
+            x = self.visit(node.this)
+            low = self.compare(pc.greater_equal, x, self.visit(node.args["low"]))
+            return self.logic(pc.and_kleene, low, self.compare(pc.less_equal, x, self.visit(node.args["high"])))
+        if isinstance(node, (exp.Like, exp.ILike)):
+            return self.like(node)
+        if isinstance(node, exp.Escape) and isinstance(node.this, (exp.Like, exp.ILike)):
+            esc = self.visit(node.expression).lit
+            if esc is None or not _is_stringy(esc.type) or len(esc.as_py()) != 1:
+                self.unsupported(node, "ESCAPE other than a single character")
+            return self.like(node.this, esc.as_py())
+        if isinstance(node, exp.Alias):
+            raise _err(PredicateSyntaxError, f"unexpected alias {node.alias!r} in predicate {self.text!r} "
+                       "(a missing operator?)", text=self.text)
+        self.unsupported(node)
+
+
+def _match(ident: exp.Identifier, names: list[str]) -> str | None:
+    """The name ``ident`` denotes: exact, else (unquoted) a unique case-insensitive match."""
+    if ident.name in names:
+        return ident.name
+    folded = [n for n in names if n.lower() == ident.name.lower()]
+    return folded[0] if not ident.quoted and len(folded) == 1 else None
+
+
+def _dot_parts(node: exp.Expression) -> list:
+    if isinstance(node, exp.Dot):
+        return _dot_parts(node.this) + [node.expression]
+    return list(node.parts) if isinstance(node, exp.Column) else [node]
+
+
+@functools.lru_cache(maxsize=512)
+def _parse(text: str) -> exp.Expression:
+    """Parse ``text`` as exactly one SQL expression."""
+    try:
+        statements = sqlglot.parse(text, dialect=_TesseraSQL)
+    except SqlglotError as e:  # ParseError carries structured errors, TokenError only a message
+        first = (getattr(e, "errors", None) or [{}])[0]
+        detail = first.get("description") or str(e)
+        detail += f" (line {first['line']}, column {first['col']})" if "line" in first else ""
+        raise _err(PredicateSyntaxError, f"cannot parse predicate {text!r}: {detail}", text=text, detail=detail) from e
+    if len(statements) != 1 or statements[0] is None:
+        what = "is empty" if not any(statements) else f"holds {len(statements)} statements"
+        raise _err(PredicateSyntaxError, f"predicate {text!r} {what}; expected one boolean expression",
+                   text=text, detail=what)
+    return statements[0]
+
+
+def _translate(text: str, schema: pa.Schema, boolean: bool = True) -> tuple[pc.Expression, set[str]]:
+    translator = _Translator(text, schema)
+    try:
+        value = translator.visit(_parse(text))
+    except RecursionError as e:
+        raise _err(UnsupportedPredicateError, f"predicate {text[:80]!r}... is nested too deeply",
+                   construct="deep nesting", text=text) from e
+    if not boolean:
+        return value.expr, translator.columns
+    return _boolean(value.expr, schema, f"predicate {text!r}"), translator.columns
+
+
+def to_value_expression(expression: Predicate, schema: pa.Schema) -> pc.Expression:
+    """A SQL value expression (``"amount * 2"``, ``"'SF'"``) or pyarrow
+    Expression, checked against ``schema``; used by update and add_columns."""
+    if isinstance(expression, pc.Expression):
+        _bound_type(expression, schema)
+        return expression
+    if isinstance(expression, str):
+        return _translate(expression, schema, boolean=False)[0]
+    _not_a_predicate(expression)
+
+
+def value_columns(expression: Predicate, schema: pa.Schema) -> set[str]:
+    """The top-level columns a value expression reads."""
+    if isinstance(expression, str):
+        return _translate(expression, schema, boolean=False)[1]
+    return referenced_columns(expression, schema)
+
+
+def _not_a_predicate(predicate: object) -> NoReturn:
+    raise TypeError(f"a predicate is SQL text or a pyarrow.compute.Expression, not {type(predicate).__name__}")
+
+
+def to_expression(predicate: Predicate, schema: pa.Schema) -> pc.Expression:
+    """Turn ``predicate`` into a boolean ``pyarrow.compute.Expression`` over ``schema``.
+
+    SQL text is parsed and type-checked; an Expression is bound against the
+    schema (every field must exist, the result must be boolean) and returned.
+    Raises :class:`PredicateSyntaxError`, :class:`UnknownColumnError`,
+    :class:`UnsupportedPredicateError` or :class:`PredicateTypeError`, all
+    :class:`PredicateError` (a ``ValueError``)."""
+    if isinstance(predicate, pc.Expression):
+        return _boolean(predicate, schema, f"predicate {predicate}")
+    if isinstance(predicate, str):
+        return _translate(predicate, schema)[0]
+    _not_a_predicate(predicate)
+
+
+def referenced_columns(predicate: Predicate, schema: pa.Schema) -> set[str]:
+    """The top-level columns ``predicate`` reads (``s.x`` reads ``s``), exactly.
+
+    For an Expression this is found by binding it with groups of columns left
+    out (pyarrow offers no public way to walk an Expression)."""
+    if isinstance(predicate, str):
+        return _translate(predicate, schema)[1]
+    expr = to_expression(predicate, schema)
+    used: set[str] = set()
+
+    def search(names: list[str]) -> None:  # bisect: does it still bind without these?
+        try:
+            _bound_type(expr, pa.schema([f for f in schema if f.name not in names]))
+        except PredicateError:
+            if len(names) == 1:
+                used.add(names[0])
+            else:
+                search(names[: len(names) // 2])
+                search(names[len(names) // 2:])
+
+    if schema.names:
+        search(list(dict.fromkeys(schema.names)))
+    return used
+
+
+def to_sql(predicate: Predicate) -> str:
+    """Text to record for ``predicate`` (e.g. a Delete transaction's ``predicate``):
+    SQL is returned as given; an Expression is rendered by pyarrow, readable but
+    not necessarily SQL (``(a == 1)``, ``is_null(b, {nan_is_null=false})``)."""
+    if isinstance(predicate, str):
+        return predicate
+    if isinstance(predicate, pc.Expression):
+        return str(predicate)
+    _not_a_predicate(predicate)
+
+
+def filter_mask(predicate: Predicate, data: pa.RecordBatch | pa.Table) -> pa.BooleanArray:
+    """Evaluate ``predicate`` over ``data``: one boolean per row, in row order.
+
+    A row whose predicate is NULL is not selected (False), as in SQL WHERE, so
+    ``data.filter(filter_mask(p, data))`` selects the matching rows."""
+    expr = to_expression(predicate, data.schema)
+    batches = data.to_batches() if isinstance(data, pa.Table) else [data]
+    scanner = ds.Scanner.from_batches(iter(batches), schema=data.schema, columns={"mask": expr},
+                                      use_threads=False)
+    try:
+        mask = scanner.to_table().column("mask")
+    except _ARROW_ERRORS as e:  # e.g. a division by zero, an overflow in some row
+        raise _err(PredicateError, f"evaluating predicate {to_sql(predicate)!r} failed: {e}") from e
+    return pc.fill_null(mask, False).combine_chunks()

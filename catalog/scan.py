@@ -1,0 +1,162 @@
+"""Scans: projection, filter, deletion masks, limit/offset, row addresses."""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from format import schema as lschema
+from format.protos import table_pb2
+from stores.object_store import ObjectStore
+
+from .errors import InvalidArgumentError, UnknownColumnError
+from .fragments import FragmentReader
+
+ROW_ADDRESS = "_rowaddr"
+ROW_ID = "_rowid"
+SPECIAL = (ROW_ADDRESS, ROW_ID)
+DEFAULT_BATCH_SIZE = 64 * 1024
+
+
+def evaluate(expr, batch: pa.RecordBatch) -> pa.Array:
+    """Evaluate a pyarrow compute expression over a batch."""
+    out = pads.Scanner.from_batches([batch], schema=batch.schema, columns={"v": expr}).to_table().column("v")
+    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+
+
+def mask_of(expr, batch: pa.RecordBatch) -> np.ndarray:
+    """Rows where ``expr`` is true (null counts as false)."""
+    import pyarrow.compute as pc
+
+    arr = evaluate(expr, batch)
+    if not pa.types.is_boolean(arr.type):
+        raise InvalidArgumentError(f"the filter evaluates to {arr.type}, not a boolean")
+    return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def fields_by_name(fields: list[lschema.LanceField], names: Sequence[str]) -> list[lschema.LanceField]:
+    by = {f.name: f for f in fields}
+    out = []
+    for n in names:
+        if n not in by:
+            raise UnknownColumnError(f"no column named {n!r}; the table has {list(by)}")
+        out.append(by[n])
+    return out
+
+
+class Scan:
+    """One pass over a version's fragments."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        fragments: Sequence[table_pb2.DataFragment],
+        fields: list[lschema.LanceField],
+        schema: pa.Schema,
+        columns: Sequence[str] | None = None,
+        filter=None,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        with_row_address: bool = False,
+        with_row_id: bool = False,
+    ) -> None:
+        from . import predicate as lpred
+
+        if limit is not None and limit < 0 or offset is not None and offset < 0:
+            raise InvalidArgumentError("limit and offset must be non-negative")
+        if batch_size <= 0:
+            raise InvalidArgumentError("batch_size must be positive")
+        if columns is not None and isinstance(columns, str):
+            raise InvalidArgumentError("columns must be a list of names, not a string")
+        self.store, self.fragments, self.batch_size = store, list(fragments), batch_size
+        self.limit, self.offset = limit, offset or 0
+        out = list(columns) if columns is not None else list(schema.names)
+        if with_row_address and ROW_ADDRESS not in out:
+            out.append(ROW_ADDRESS)
+        if with_row_id and ROW_ID not in out:
+            out.append(ROW_ID)
+        self.columns = out
+        self.expr = lpred.to_expression(filter, schema) if filter is not None else None
+        needed = [c for c in out if c not in SPECIAL]
+        if self.expr is not None:
+            for c in sorted(lpred.referenced_columns(filter, schema)):
+                if c not in needed:
+                    needed.append(c)
+        self.read_fields = fields_by_name(fields, needed)
+        self.read_names = needed
+        self.special_in_filter = False
+        out_fields = []
+        for c in out:
+            if c in SPECIAL:
+                out_fields.append(pa.field(c, pa.uint64(), nullable=False))
+            else:
+                out_fields.append(schema.field(c))
+        self.schema = pa.schema(out_fields)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        skip, remaining = self.offset, self.limit
+        if remaining == 0:
+            return
+        for frag in self.fragments:
+            reader = FragmentReader(self.store, frag, self.read_fields)
+            try:
+                for start in range(0, frag.physical_rows, self.batch_size):
+                    stop = min(start + self.batch_size, frag.physical_rows)
+                    batch = self._batch(reader, frag, start, stop)
+                    if batch is None or batch.num_rows == 0:
+                        continue
+                    if skip:
+                        if skip >= batch.num_rows:
+                            skip -= batch.num_rows
+                            continue
+                        batch = batch.slice(skip)
+                        skip = 0
+                    if remaining is not None:
+                        batch = batch.slice(0, remaining)
+                        remaining -= batch.num_rows
+                    yield batch
+                    if remaining == 0:
+                        return
+            finally:
+                reader.close()
+
+    def _batch(self, reader: FragmentReader, frag, start: int, stop: int) -> pa.RecordBatch | None:
+        arrays = reader.read(start, stop) if self.read_fields else []
+        n = stop - start
+        live = reader.live_mask(start, stop)
+        positions = np.arange(start, stop, dtype=np.uint64)
+        batch = pa.RecordBatch.from_arrays(arrays, names=self.read_names) if arrays else None
+        keep = live
+        if self.expr is not None:
+            m = mask_of(self.expr, batch if batch is not None else pa.record_batch({"_": pa.nulls(n)}))
+            keep = m if keep is None else (keep & m)
+        if keep is not None:
+            if not keep.any():
+                return None
+            if batch is not None:
+                batch = batch.filter(pa.array(keep))
+            positions = positions[keep]
+        cols = []
+        for c in self.columns:
+            if c == ROW_ADDRESS:
+                cols.append(pa.array((np.uint64(frag.id) << np.uint64(32)) + positions, pa.uint64()))
+            elif c == ROW_ID:
+                ids = reader.row_ids(0, frag.physical_rows)
+                cols.append(pa.array(ids[positions.astype(np.int64)], pa.uint64()))
+            else:
+                cols.append(batch.column(self.read_names.index(c)))
+        if not cols:
+            return pa.RecordBatch.from_pydict({}, schema=self.schema) if len(positions) == 0 else pa.record_batch(
+                [pa.nulls(len(positions))], names=["_"]
+            ).select([])
+        return pa.RecordBatch.from_arrays(cols, schema=self.schema)
+
+    def reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.schema, self.batches())
+
+    def to_table(self) -> pa.Table:
+        return pa.Table.from_batches(list(self.batches()), schema=self.schema)

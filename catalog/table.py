@@ -1,0 +1,405 @@
+"""``Table``: a Lance dataset with every table operation and time travel.
+
+A Table object is pinned to one version.  Write operations build a transaction
+on that version, commit it through ``commit`` (retrying on conflicts) and move
+the object to the version they created.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from commit import store as tstore
+from commit.committer import RetryPolicy, commit_transaction, fragment_live_rows, new_transaction
+from commit.errors import CommitConflictError, TableNotFoundError, VersionNotFoundError
+from format import manifest as mf
+from format import schema as lschema
+from format.container import normalize_version
+from format.protos import table_pb2, transaction_pb2
+from stores.object_store import ObjectStore, open_object_store
+
+from . import data as ldata
+from .errors import InvalidArgumentError, TableExistsError
+from .fragments import DEFAULT_MAX_ROWS_PER_FILE, FragmentReader, write_fragments
+from .scan import DEFAULT_BATCH_SIZE, Scan
+from .tags import Tags
+
+log = logging.getLogger(__name__)
+MAX_OPERATION_RETRIES = 20
+
+
+def _naming(naming: str | mf.NamingScheme) -> mf.NamingScheme:
+    try:
+        return mf.NamingScheme(str(naming.value if isinstance(naming, mf.NamingScheme) else naming).upper())
+    except ValueError as exc:
+        raise InvalidArgumentError(f"naming scheme must be 'V1' or 'V2', got {naming!r}") from exc
+
+
+class Table:
+    """A Lance table at one version."""
+
+    def __init__(self, store: ObjectStore, mfile: mf.ManifestFile, *, max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE) -> None:
+        self._store = store
+        self._mfile = mfile
+        self.max_rows_per_file = max_rows_per_file
+        self._load_schema()
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        data_or_schema,
+        *,
+        file_version: str = "2.2",
+        naming: str = "V2",
+        mode: str = "create",
+        stable_row_ids: bool = False,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        storage_options: dict | None = None,
+    ) -> "Table":
+        """Create a table from data (Arrow, pandas, ...) or from a pyarrow schema.
+
+        ``mode="create"`` refuses an existing table; ``"overwrite"`` replaces it."""
+        store = open_object_store(uri, storage_options)
+        version = normalize_version(file_version)
+        scheme = _naming(naming)
+        if mode not in ("create", "overwrite"):
+            raise InvalidArgumentError(f"mode must be 'create' or 'overwrite', got {mode!r}")
+        existing, _ = tstore.list_versions(store)
+        if existing:
+            if mode == "create":
+                raise TableExistsError(f"a table already exists at {store.uri} (version {max(existing)}); open it, or pass mode='overwrite'")
+            table = cls.open(uri, storage_options=storage_options)
+            table.overwrite(data_or_schema)
+            return table
+        if isinstance(data_or_schema, pa.Schema):
+            schema, batches = data_or_schema, []
+        else:
+            reader = ldata.to_reader(data_or_schema)
+            schema, batches = reader.schema, ldata.iter_batches(reader)
+        fields = lschema.fields_from_arrow(schema)
+        frags = write_fragments(store, batches, schema, fields, version, max_rows_per_file)
+        txn = new_transaction(0)
+        txn.overwrite.fragments.extend(frags)
+        txn.overwrite.schema.extend(lschema.fields_to_protos(fields))
+        for k, v in (schema.metadata or {}).items():
+            txn.overwrite.schema_metadata[k.decode()] = v
+        try:
+            mfile = commit_transaction(store, txn, None, data_format=version, naming=scheme, stable_row_ids=stable_row_ids)
+        except CommitConflictError as exc:
+            raise TableExistsError(f"a table was created at {store.uri} concurrently") from exc
+        return cls(store, mfile, max_rows_per_file=max_rows_per_file)
+
+    @classmethod
+    def open(cls, uri: str, version: int | str | None = None, *, storage_options: dict | None = None) -> "Table":
+        """Open the latest version, a version number, or a tag name."""
+        store = open_object_store(uri, storage_options)
+        if isinstance(version, str):
+            version = Tags(store).get(version)["version"]
+        return cls(store, tstore.load_manifest(store, version))
+
+    # -- state ---------------------------------------------------------------------------
+
+    def _load_schema(self) -> None:
+        m = self._mfile.manifest
+        self._fields = lschema.fields_from_protos(m.fields)
+        meta = {k: v for k, v in m.schema_metadata.items()}
+        self._schema = lschema.to_arrow_schema(self._fields, meta)
+
+    @property
+    def uri(self) -> str:
+        return self._store.uri
+
+    @property
+    def store(self) -> ObjectStore:
+        return self._store
+
+    @property
+    def version(self) -> int:
+        return self._mfile.version
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    @property
+    def manifest(self) -> table_pb2.Manifest:
+        return self._mfile.manifest
+
+    @property
+    def file_version(self) -> str:
+        return self.manifest.data_format.version or "2.0"
+
+    @property
+    def stable_row_ids(self) -> bool:
+        return bool(self.manifest.reader_feature_flags & mf.FLAG_STABLE_ROW_IDS)
+
+    @property
+    def fragments(self) -> list[table_pb2.DataFragment]:
+        return list(self.manifest.fragments)
+
+    @property
+    def tags(self) -> Tags:
+        return Tags(self._store)
+
+    def latest_version(self) -> int:
+        return tstore.latest_version(self._store)
+
+    def refresh(self) -> "Table":
+        """Move this object to the latest version."""
+        self._mfile = tstore.load_manifest(self._store)
+        self._load_schema()
+        return self
+
+    def checkout(self, version: int | str) -> "Table":
+        """A new Table at ``version`` (a number or a tag)."""
+        if isinstance(version, str):
+            version = self.tags.get(version)["version"]
+        return Table(self._store, tstore.load_manifest(self._store, version), max_rows_per_file=self.max_rows_per_file)
+
+    def __repr__(self) -> str:
+        return f"Table({self.uri!r}, version={self.version}, rows={self.count_rows()})"
+
+    # -- committing ----------------------------------------------------------------------
+
+    def _commit(self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, **kw) -> None:
+        self._mfile = commit_transaction(self._store, txn, base, **kw)
+        self._load_schema()
+
+    def _run(self, build: Callable[["Table", mf.ManifestFile], transaction_pb2.Transaction | None]) -> None:
+        """Build a transaction on this version and commit it; when a concurrent
+        commit conflicts, re-run ``build`` on the latest version (bounded)."""
+        base = self._mfile
+        for attempt in range(MAX_OPERATION_RETRIES):
+            view = self if base is self._mfile else Table(self._store, base, max_rows_per_file=self.max_rows_per_file)
+            txn = build(view, base)
+            if txn is None:
+                return
+            try:
+                self._commit(txn, base)
+                return
+            except CommitConflictError as exc:
+                log.info("%s: %s; re-running on the latest version (attempt %d)", self.uri, exc, attempt + 1)
+                base = tstore.load_manifest(self._store)
+        from commit.errors import TooMuchContentionError
+
+        raise TooMuchContentionError(f"{self.uri}: gave up after {MAX_OPERATION_RETRIES} conflicting attempts")
+
+    def _write(self, data, schema: pa.Schema | None = None, fields=None) -> list[table_pb2.DataFragment]:
+        reader = ldata.to_reader(data, schema)
+        schema = schema or self._schema
+        return write_fragments(
+            self._store, ldata.iter_batches(reader), schema, fields or self._fields, self.file_version, self.max_rows_per_file
+        )
+
+    # -- writes --------------------------------------------------------------------------
+
+    def append(self, data) -> "Table":
+        """Append rows; their columns must match the table's (by name)."""
+        frags = self._write(data)
+        if not frags:
+            return self
+        txn = new_transaction(self.version)
+        txn.append.fragments.extend(frags)
+        self._commit(txn, self._mfile)
+        return self
+
+    def overwrite(self, data) -> "Table":
+        """Replace every row; the new data may have a new schema."""
+        if isinstance(data, pa.Schema):
+            schema, source = data, []
+        else:
+            reader = ldata.to_reader(data)
+            schema, source = reader.schema, ldata.iter_batches(reader)
+        fields = lschema.fields_from_arrow(schema)
+        frags = write_fragments(self._store, source, schema, fields, self.file_version, self.max_rows_per_file)
+        txn = new_transaction(self.version)
+        txn.overwrite.fragments.extend(frags)
+        txn.overwrite.schema.extend(lschema.fields_to_protos(fields))
+        for k, v in (schema.metadata or {}).items():
+            txn.overwrite.schema_metadata[k.decode()] = v
+        self._commit(txn, self._mfile)
+        return self
+
+    def delete(self, predicate) -> "Table":
+        from .mutations import build_delete
+
+        self._run(lambda view, base: build_delete(view, predicate))
+        return self
+
+    def update(self, values: dict, where=None) -> "Table":
+        """Set columns to values or expressions (SQL strings or pyarrow
+        expressions) on the rows matching ``where`` (all rows when None)."""
+        from .mutations import build_update
+
+        self._run(lambda view, base: build_update(view, values, where))
+        return self
+
+    def merge_insert(
+        self,
+        data,
+        on: str | Sequence[str],
+        *,
+        when_matched_update_all: bool = True,
+        when_not_matched_insert_all: bool = True,
+        when_not_matched_by_source_delete: bool = False,
+    ) -> dict:
+        """Upsert ``data`` by the key columns ``on``; returns counts of rows
+        updated, inserted and deleted."""
+        from .mutations import build_merge_insert
+
+        source = ldata.to_table(data)
+        stats: dict = {}
+        self._run(
+            lambda view, base: build_merge_insert(
+                view, source, [on] if isinstance(on, str) else list(on),
+                when_matched_update_all, when_not_matched_insert_all, when_not_matched_by_source_delete, stats,
+            )
+        )
+        return stats
+
+    def add_columns(self, columns) -> "Table":
+        """Add columns computed from expressions ({name: SQL or pyarrow
+        expression}) or given as data (a table with one row per live row)."""
+        from .mutations import build_add_columns
+
+        self._run(lambda view, base: build_add_columns(view, columns))
+        return self
+
+    def drop_columns(self, names: Sequence[str]) -> "Table":
+        from .mutations import build_drop_columns
+
+        self._run(lambda view, base: build_drop_columns(view, [names] if isinstance(names, str) else list(names)))
+        return self
+
+    def rename_column(self, old: str, new: str) -> "Table":
+        from .mutations import build_rename_column
+
+        self._run(lambda view, base: build_rename_column(view, old, new))
+        return self
+
+    def restore(self, version: int | str) -> "Table":
+        """Make an older version (or tag) the latest, as a new version."""
+        if isinstance(version, str):
+            version = self.tags.get(version)["version"]
+        old = tstore.load_manifest(self._store, version)
+        latest = tstore.load_manifest(self._store)
+        txn = new_transaction(latest.version)
+        txn.restore.version = version
+        self._commit(txn, latest, restore_from=old)
+        return self
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def scanner(self, columns=None, filter=None, limit=None, offset=None, batch_size=DEFAULT_BATCH_SIZE,
+                with_row_address: bool = False, with_row_id: bool = False) -> Scan:
+        return Scan(self._store, self.manifest.fragments, self._fields, self._schema, columns, filter, limit, offset,
+                    batch_size, with_row_address, with_row_id)
+
+    def to_arrow(self, columns: Sequence[str] | None = None, filter=None, limit: int | None = None,
+                 offset: int | None = None, *, with_row_address: bool = False, with_row_id: bool = False) -> pa.Table:
+        return self.scanner(columns, filter, limit, offset, with_row_address=with_row_address, with_row_id=with_row_id).to_table()
+
+    def to_batches(self, columns: Sequence[str] | None = None, filter=None, limit: int | None = None,
+                   offset: int | None = None, *, batch_size: int = DEFAULT_BATCH_SIZE,
+                   with_row_address: bool = False, with_row_id: bool = False) -> pa.RecordBatchReader:
+        return self.scanner(columns, filter, limit, offset, batch_size, with_row_address, with_row_id).reader()
+
+    def to_pandas(self, **kw):
+        return self.to_arrow(**kw).to_pandas()
+
+    def count_rows(self, filter=None) -> int:
+        if filter is None:
+            return sum(fragment_live_rows(f) for f in self.manifest.fragments)
+        scan = self.scanner(columns=[], filter=filter)
+        return sum(b.num_rows for b in scan.batches())
+
+    def take(self, indices: Sequence[int], columns: Sequence[str] | None = None, *, with_row_address: bool = False) -> pa.Table:
+        """Rows by position among the live rows (0 .. count_rows()-1)."""
+        from .scan import fields_by_name
+
+        idx = np.asarray(indices, dtype=np.int64)
+        frags = list(self.manifest.fragments)
+        live = np.array([fragment_live_rows(f) for f in frags], dtype=np.int64)
+        total = int(live.sum())
+        if idx.size and (idx.min() < 0 or idx.max() >= total):
+            raise InvalidArgumentError(f"take index out of range [0, {total})")
+        names = list(columns) if columns is not None else list(self._schema.names)
+        fields = fields_by_name(self._fields, names)
+        out_schema = pa.schema([self._schema.field(n) for n in names] + ([pa.field("_rowaddr", pa.uint64(), False)] if with_row_address else []))
+        if idx.size == 0:
+            return out_schema.empty_table()
+        starts = np.concatenate([[0], np.cumsum(live)])
+        which = np.searchsorted(starts, idx, side="right") - 1
+        pieces, order = [], []
+        for fi in np.unique(which):
+            sel = np.nonzero(which == fi)[0]
+            frag = frags[fi]
+            reader = FragmentReader(self._store, frag, fields)
+            pos = idx[sel] - starts[fi]
+            deleted = reader.deleted_rows()
+            if len(deleted):
+                live_rows = np.setdiff1d(np.arange(frag.physical_rows), deleted.astype(np.int64), assume_unique=True)
+                phys = live_rows[pos]
+            else:
+                phys = pos
+            arrays = reader.take(phys) if fields else []
+            if with_row_address:
+                arrays.append(pa.array((np.uint64(frag.id) << np.uint64(32)) + phys.astype(np.uint64)))
+            reader.close()
+            pieces.append(pa.Table.from_arrays(arrays, schema=out_schema))
+            order.append(sel)
+        table = pa.concat_tables(pieces)
+        inverse = np.empty(idx.size, dtype=np.int64)
+        inverse[np.concatenate(order)] = np.arange(idx.size)
+        return table.take(pa.array(inverse))
+
+    # -- history -------------------------------------------------------------------------
+
+    def versions(self) -> list[dict]:
+        """Every version: number, timestamp, operation, rows added and removed."""
+        versions, _ = tstore.list_versions(self._store)
+        out, prev = [], None
+        for v in sorted(versions):
+            try:
+                mfile = tstore.load_manifest(self._store, v)
+            except VersionNotFoundError:
+                continue
+            m = mfile.manifest
+            added, removed = _row_delta(prev, m)
+            ts = dt.datetime.fromtimestamp(m.timestamp.seconds + m.timestamp.nanos / 1e9, tz=dt.timezone.utc)
+            out.append({
+                "version": v,
+                "timestamp": ts,
+                "operation": mfile.transaction.WhichOneof("operation") if mfile.transaction else None,
+                "rows_added": added,
+                "rows_removed": removed,
+                "rows": sum(fragment_live_rows(f) for f in m.fragments),
+            })
+            prev = m
+        return out
+
+
+def _row_delta(prev: table_pb2.Manifest | None, cur: table_pb2.Manifest) -> tuple[int, int]:
+    before = {f.id: f for f in prev.fragments} if prev is not None else {}
+    after = {f.id: f for f in cur.fragments}
+    added = removed = 0
+    for fid, f in after.items():
+        if fid not in before:
+            added += fragment_live_rows(f)
+        else:
+            removed += max(0, fragment_live_rows(before[fid]) - fragment_live_rows(f))
+    for fid, f in before.items():
+        if fid not in after:
+            removed += fragment_live_rows(f)
+    return added, removed
+
+
+__all__ = ["Table", "TableExistsError", "TableNotFoundError", "RetryPolicy"]

@@ -1,0 +1,2 @@
+"""The commit coordinator: transactions -> manifests, commit handlers,
+conflict checks and retries."""

@@ -1,0 +1,68 @@
+"""Reading a table's versions from its object store.
+
+The directory listing of ``_versions/`` decides which versions exist; the hint
+file is written after each commit but never trusted.
+"""
+
+from __future__ import annotations
+
+import json
+
+from format import manifest as mf
+from stores.errors import ObjectNotFoundError
+from stores.object_store import ObjectStore
+
+from .errors import TableNotFoundError, VersionNotFoundError
+
+VERSIONS_DIR = "_versions"
+TRANSACTIONS_DIR = "_transactions"
+HINT_FILE = f"{VERSIONS_DIR}/latest_version_hint.json"
+
+
+def list_versions(store: ObjectStore) -> tuple[dict[int, str], mf.NamingScheme | None]:
+    """All committed versions -> manifest file name, and the naming scheme."""
+    return mf.scan_versions(store.list(VERSIONS_DIR))
+
+
+def latest_version(store: ObjectStore) -> int:
+    versions, _ = list_versions(store)
+    if not versions:
+        raise TableNotFoundError(f"no Lance table at {store.uri} (no manifests under _versions/)")
+    return max(versions)
+
+
+def manifest_path(version: int, scheme: mf.NamingScheme) -> str:
+    return f"{VERSIONS_DIR}/{mf.manifest_name(version, scheme)}"
+
+
+def load_manifest(store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
+    """The manifest of ``version`` (default: the latest), parsed and checked."""
+    versions, _ = list_versions(store)
+    if not versions:
+        raise TableNotFoundError(f"no Lance table at {store.uri} (no manifests under _versions/)")
+    if version is None:
+        version = max(versions)
+    name = versions.get(version)
+    if name is None:
+        raise VersionNotFoundError(
+            f"version {version} of {store.uri} does not exist (versions {min(versions)}..{max(versions)})"
+        )
+    path = f"{VERSIONS_DIR}/{name}"
+    try:
+        data = store.read(path)
+    except ObjectNotFoundError as exc:
+        raise VersionNotFoundError(f"version {version} of {store.uri} vanished while being read") from exc
+    mfile = mf.read_manifest(data, f"{store.uri}/{path}")
+    mf.check_flags(mfile.manifest, writing=False)
+    if mfile.manifest.version != version:
+        from format.errors import CorruptFileError
+
+        raise CorruptFileError(f"{store.uri}/{path}", f"manifest says version {mfile.manifest.version}, its name says {version}")
+    return mfile
+
+
+def write_hint(store: ObjectStore, version: int) -> None:
+    try:
+        store.put(HINT_FILE, json.dumps({"version": version}, separators=(",", ":")).encode())
+    except OSError:
+        pass  # advisory only

@@ -1,0 +1,220 @@
+"""Manifest files, version naming and feature flags.
+
+A manifest file is laid out as::
+
+    [IndexSection]   u32 length | protobuf         (when indices exist)
+    [Transaction]    u32 length | protobuf         (inline copy of the .txn file)
+    Manifest         u32 length | protobuf
+    footer           i64 manifest_pos | u16 major | u16 minor | "LANC"
+
+``Manifest.index_section`` (6) and ``Manifest.transaction_section`` (23) hold the
+file offsets of the sections' length prefixes.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from enum import Enum
+from typing import Iterable
+
+from .container import parse_proto
+from .errors import CorruptFileError, FormatError
+from .protos import table_pb2, transaction_pb2
+
+MANIFEST_FOOTER = struct.Struct("<qHH4s")
+MAGIC = b"LANC"
+U64_MAX = 2**64 - 1
+
+# Feature flags, as pylance 14 sets them.
+FLAG_DELETION_FILES = 1
+FLAG_STABLE_ROW_IDS = 2
+FLAG_USE_V2_FORMAT_DEPRECATED = 4
+FLAG_TABLE_CONFIG = 8
+KNOWN_READER_FLAGS = FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_USE_V2_FORMAT_DEPRECATED | FLAG_TABLE_CONFIG
+KNOWN_WRITER_FLAGS = KNOWN_READER_FLAGS
+_FLAG_NAMES = {
+    FLAG_DELETION_FILES: "deletion files",
+    FLAG_STABLE_ROW_IDS: "stable row ids",
+    FLAG_USE_V2_FORMAT_DEPRECATED: "v2 format (deprecated)",
+    FLAG_TABLE_CONFIG: "table config",
+}
+
+
+class UnknownFeatureFlagError(FormatError):
+    """A manifest sets a feature flag this library does not understand."""
+
+    def __init__(self, word: str, flags: int, unknown: int, version: int | None) -> None:
+        bits = [i for i in range(64) if unknown >> i & 1]
+        self.word, self.flags, self.unknown_bits = word, flags, bits
+        where = f" of version {version}" if version is not None else ""
+        super().__init__(
+            f"the {word} feature flags{where} are {flags}, with unknown bit(s) {bits} "
+            f"(value {unknown}); this table was written by a newer Lance and Tessera "
+            f"refuses to {'read' if word == 'reader' else 'write'} it rather than risk wrong results"
+        )
+
+
+class MixedNamingError(FormatError):
+    """``_versions/`` holds manifests named with both the V1 and V2 schemes."""
+
+
+class NamingScheme(str, Enum):
+    V1 = "V1"  # _versions/{version}.manifest
+    V2 = "V2"  # _versions/{u64::MAX - version:020}.manifest (newest sorts first)
+
+
+def manifest_name(version: int, scheme: NamingScheme = NamingScheme.V2) -> str:
+    if version < 1:
+        raise ValueError(f"versions start at 1, got {version}")
+    if scheme is NamingScheme.V2:
+        return f"{U64_MAX - version:020d}.manifest"
+    return f"{version}.manifest"
+
+
+_MANIFEST_RE = re.compile(r"^(\d+)\.manifest$")
+
+
+def parse_manifest_name(name: str) -> tuple[int, NamingScheme] | None:
+    """(version, scheme) for a manifest file name; None for anything else
+    (the hint file, detached versions, staged manifests ``...manifest-{uuid}``)."""
+    m = _MANIFEST_RE.match(name)
+    if not m:
+        return None
+    stem = m.group(1)
+    if len(stem) == 20:
+        return U64_MAX - int(stem), NamingScheme.V2
+    return int(stem), NamingScheme.V1
+
+
+def scan_versions(names: Iterable[str]) -> tuple[dict[int, str], NamingScheme | None]:
+    """Versions found among the names of ``_versions/``, and the naming scheme.
+
+    Raises :class:`MixedNamingError` when both schemes are present."""
+    versions: dict[int, str] = {}
+    schemes: set[NamingScheme] = set()
+    for name in names:
+        parsed = parse_manifest_name(name)
+        if parsed is None:
+            continue
+        version, scheme = parsed
+        if version < 1:
+            continue
+        versions[version] = name
+        schemes.add(scheme)
+    if len(schemes) > 1:
+        raise MixedNamingError(
+            "the table's _versions/ holds manifests named with both the V1 and V2 schemes; "
+            "Tessera will not guess which is authoritative. Move one set away to repair it."
+        )
+    return versions, (schemes.pop() if schemes else None)
+
+
+def check_flags(manifest: table_pb2.Manifest, writing: bool) -> None:
+    """Refuse manifests whose feature flags we do not understand."""
+    unknown = manifest.reader_feature_flags & ~KNOWN_READER_FLAGS
+    if unknown:
+        raise UnknownFeatureFlagError("reader", manifest.reader_feature_flags, unknown, manifest.version)
+    if writing:
+        unknown = manifest.writer_feature_flags & ~KNOWN_WRITER_FLAGS
+        if unknown:
+            raise UnknownFeatureFlagError("writer", manifest.writer_feature_flags, unknown, manifest.version)
+
+
+def compute_flags(manifest: table_pb2.Manifest, stable_row_ids: bool) -> None:
+    """Set the reader/writer flags that describe ``manifest``'s content."""
+    flags = 0
+    if any(f.HasField("deletion_file") for f in manifest.fragments):
+        flags |= FLAG_DELETION_FILES
+    if stable_row_ids:
+        flags |= FLAG_STABLE_ROW_IDS
+    manifest.reader_feature_flags = flags
+    manifest.writer_feature_flags = flags | (FLAG_TABLE_CONFIG if manifest.config else 0)
+
+
+def flag_names(flags: int) -> list[str]:
+    return [name for bit, name in _FLAG_NAMES.items() if flags & bit]
+
+
+@dataclass
+class ManifestFile:
+    """A parsed manifest file: the Manifest and its inline sections."""
+
+    manifest: table_pb2.Manifest
+    transaction: transaction_pb2.Transaction | None
+    index_section: bytes | None  # kept as bytes and carried forward unchanged
+
+    @property
+    def version(self) -> int:
+        return self.manifest.version
+
+
+def _section(data: bytes, pos: int, end: int, path: str | None, what: str) -> bytes:
+    if pos < 0 or pos + 4 > end:
+        raise CorruptFileError(path, f"{what} offset {pos} is outside the manifest")
+    (length,) = struct.unpack_from("<I", data, pos)
+    if pos + 4 + length > end:
+        raise CorruptFileError(path, f"{what} of {length} bytes at {pos} runs past the manifest")
+    return data[pos + 4 : pos + 4 + length]
+
+
+def read_manifest(data: bytes, path: str | None = None) -> ManifestFile:
+    """Parse a manifest file's bytes; every offset is checked."""
+    size = len(data)
+    if size < MANIFEST_FOOTER.size + 4:
+        raise CorruptFileError(path, f"manifest is {size} bytes, too short to hold a footer")
+    pos, _major, _minor, magic = MANIFEST_FOOTER.unpack_from(data, size - MANIFEST_FOOTER.size)
+    if magic != MAGIC:
+        raise CorruptFileError(path, f"manifest footer magic is {magic!r}, expected {MAGIC!r}")
+    end = size - MANIFEST_FOOTER.size
+    body = _section(data, pos, end, path, "manifest")
+    if pos + 4 + len(body) != end:
+        raise CorruptFileError(path, f"manifest at {pos} of {len(body)} bytes does not end at the footer ({end})")
+    manifest = parse_proto(table_pb2.Manifest, body, path, "Manifest")
+    txn = None
+    tpos = None
+    if manifest.HasField("transaction_section"):
+        tpos = manifest.transaction_section
+    elif manifest.HasField("transaction_section_deprecated"):
+        tpos = manifest.transaction_section_deprecated
+    if tpos is not None:
+        txn = parse_proto(transaction_pb2.Transaction, _section(data, tpos, pos, path, "transaction"), path, "Transaction")
+    index = None
+    if manifest.HasField("index_section"):
+        index = _section(data, manifest.index_section, pos, path, "index section")
+        parse_proto(table_pb2.IndexSection, index, path, "IndexSection")  # validate
+    return ManifestFile(manifest, txn, index)
+
+
+def write_manifest(
+    manifest: table_pb2.Manifest,
+    transaction: transaction_pb2.Transaction | None = None,
+    index_section: bytes | None = None,
+) -> bytes:
+    """Serialise a manifest file, setting the section offsets in ``manifest``."""
+    out = bytearray()
+    manifest.ClearField("index_section")
+    manifest.ClearField("transaction_section")
+    manifest.ClearField("transaction_section_deprecated")
+    if index_section is not None:
+        manifest.index_section = len(out)
+        out += struct.pack("<I", len(index_section)) + index_section
+    if transaction is not None:
+        tbytes = transaction.SerializeToString()
+        manifest.transaction_section = len(out)
+        out += struct.pack("<I", len(tbytes)) + tbytes
+    pos = len(out)
+    body = manifest.SerializeToString()
+    out += struct.pack("<I", len(body)) + body
+    out += MANIFEST_FOOTER.pack(pos, 0, 2, MAGIC)
+    return bytes(out)
+
+
+def read_transaction(data: bytes, path: str | None = None) -> transaction_pb2.Transaction:
+    """A ``.txn`` file: a raw Transaction protobuf."""
+    return parse_proto(transaction_pb2.Transaction, data, path, "Transaction")
+
+
+def transaction_file_name(read_version: int, uuid: str) -> str:
+    return f"{read_version}-{uuid}.txn"

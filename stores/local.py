@@ -1,0 +1,178 @@
+"""Local-disk object store.
+
+``put_if_not_exists`` writes a temporary file, fsyncs it and hard-links it to
+the final name: ``link`` fails if the name exists, so two writers can never both
+create it.  Where hard links are unavailable it falls back to an exclusive
+create (``O_EXCL``) followed by a write and fsync.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from typing import BinaryIO
+
+from format.io import LocalFileReader, RangeReader
+
+from .errors import AlreadyExistsError, ObjectNotFoundError
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class _AtomicOutput:
+    """A file written under a temporary name and renamed into place on close."""
+
+    def __init__(self, final: str) -> None:
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        self._final = final
+        self._tmp = f"{final}.{uuid.uuid4().hex}.tmp"
+        self._f = open(self._tmp, "wb")
+
+    def write(self, data) -> int:
+        return self._f.write(data)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def close(self) -> None:
+        if self._f.closed:
+            return
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        os.replace(self._tmp, self._final)
+
+    def abort(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+        try:
+            os.unlink(self._tmp)
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> "_AtomicOutput":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class LocalObjectStore:
+    """Objects are files under a root directory."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = os.path.abspath(os.fspath(root))
+        self.uri = self.root
+
+    def _full(self, path: str) -> str:
+        full = os.path.normpath(os.path.join(self.root, path))
+        if not (full == self.root or full.startswith(self.root + os.sep)):
+            raise ValueError(f"path {path!r} escapes the store root")
+        return full
+
+    def read(self, path: str) -> bytes:
+        try:
+            with open(self._full(path), "rb") as f:
+                return f.read()
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"{self.root}/{path} does not exist") from exc
+
+    def open_reader(self, path: str) -> RangeReader:
+        try:
+            return LocalFileReader(self._full(path))
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"{self.root}/{path} does not exist") from exc
+
+    def size(self, path: str) -> int:
+        try:
+            return os.path.getsize(self._full(path))
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"{self.root}/{path} does not exist") from exc
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self._full(path))
+
+    def list(self, prefix: str) -> list[str]:
+        try:
+            return [e.name for e in os.scandir(self._full(prefix)) if e.is_file()]
+        except FileNotFoundError:
+            return []
+
+    def walk(self, prefix: str) -> list[tuple[str, int, float]]:
+        base = self._full(prefix)
+        out = []
+        for dirpath, _dirs, files in os.walk(base):
+            for name in files:
+                full = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                out.append((os.path.relpath(full, self.root).replace(os.sep, "/"), st.st_size, st.st_mtime))
+        return out
+
+    def put(self, path: str, data: bytes) -> None:
+        with _AtomicOutput(self._full(path)) as f:
+            f.write(data)
+
+    def put_if_not_exists(self, path: str, data: bytes) -> None:
+        final = self._full(path)
+        directory = os.path.dirname(final)
+        os.makedirs(directory, exist_ok=True)
+        tmp = f"{final}.{uuid.uuid4().hex}.staging"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, final)
+        except FileExistsError as exc:
+            raise AlreadyExistsError(f"{self.root}/{path} already exists") from exc
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+                raise
+            self._exclusive_create(final, data)
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        _fsync_dir(directory)
+
+    @staticmethod
+    def _exclusive_create(final: str, data: bytes) -> None:
+        try:
+            fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError as exc:
+            raise AlreadyExistsError(f"{final} already exists") from exc
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def open_output(self, path: str) -> BinaryIO:
+        return _AtomicOutput(self._full(path))  # type: ignore[return-value]
+
+    def delete(self, path: str) -> None:
+        try:
+            os.unlink(self._full(path))
+        except FileNotFoundError:
+            pass
