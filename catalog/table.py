@@ -169,6 +169,10 @@ class Table:
 
     # -- committing ----------------------------------------------------------------------
 
+    def _check_writable(self) -> None:
+        """Refuse before writing anything when the table needs a newer writer."""
+        mf.check_flags(self.manifest, writing=True)
+
     def _commit(self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, **kw) -> None:
         self._mfile = commit_transaction(self._store, txn, base, **kw)
         self._load_schema()
@@ -176,6 +180,7 @@ class Table:
     def _run(self, build: Callable[["Table", mf.ManifestFile], transaction_pb2.Transaction | None]) -> None:
         """Build a transaction on this version and commit it; when a concurrent
         commit conflicts, re-run ``build`` on the latest version (bounded)."""
+        self._check_writable()
         base = self._mfile
         for attempt in range(MAX_OPERATION_RETRIES):
             view = self if base is self._mfile else Table(self._store, base, max_rows_per_file=self.max_rows_per_file)
@@ -203,6 +208,7 @@ class Table:
 
     def append(self, data) -> "Table":
         """Append rows; their columns must match the table's (by name)."""
+        self._check_writable()
         frags = self._write(data)
         if not frags:
             return self
@@ -213,6 +219,7 @@ class Table:
 
     def overwrite(self, data) -> "Table":
         """Replace every row; the new data may have a new schema."""
+        self._check_writable()
         if isinstance(data, pa.Schema):
             schema, source = data, []
         else:
@@ -289,6 +296,7 @@ class Table:
         """Make an older version (or tag) the latest, as a new version."""
         if isinstance(version, str):
             version = self.tags.get(version)["version"]
+        self._check_writable()
         old = tstore.load_manifest(self._store, version)
         latest = tstore.load_manifest(self._store)
         txn = new_transaction(latest.version)

@@ -8,9 +8,11 @@ is T-bit word ``LANES * w + l``.  Lane ``l`` holds rows ``r = 0..T-1``; row ``r`
 is the W-bit field at bit ``r * W`` of the lane's little-endian bit stream and
 belongs at output index ``FL_ORDER[r // 8] * 16 + (r % 8) * 128 + l``.
 
-For a fixed row ``r`` the output indices of all lanes are contiguous
-(``base(r) .. base(r) + LANES``), so decoding is a loop over the T rows, each
-step handling every lane of every block at once.
+For a fixed row ``r`` the output indices of all lanes are contiguous and
+start at a multiple of LANES, so a decoded block viewed as (T, LANES) is just a
+permutation of the rows.  Decoding therefore gathers, for every output row, the
+packed word holding its low bits and the one holding any spilled high bits,
+then shifts and masks: a handful of numpy operations per batch of blocks.
 """
 
 from __future__ import annotations
@@ -182,6 +184,7 @@ def unpack_blocks_at(data, starts, bit_widths, type_bits: int) -> np.ndarray:
     equal width are decoded together, so a whole page of mini-block chunks can
     be decoded with one call.  Returns ``len(starts) * 1024`` values.
     """
+    _check(0, type_bits)
     raw = _as_u8(data)
     starts = np.asarray(starts, dtype=np.int64).reshape(-1)
     widths = np.asarray(bit_widths, dtype=np.int64).reshape(-1)

@@ -25,7 +25,8 @@ ESCAPE = 255
 MAX_SYMBOLS = 255
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 
-_SPAN_BYTES = 1 << 22  # values are decoded in spans of about this many compressed bytes
+_SPAN_BYTES = 1 << 17  # values are decoded in spans of about this many compressed bytes
+_ENCODE_SPAN_BYTES = 1 << 20
 _SEGMENT = 64  # the encoder's greedy parse restarts every 64 input bytes of a value
 _SAMPLE_BYTES = 1 << 16
 
@@ -57,9 +58,7 @@ def parse_symbol_table(table) -> tuple[np.ndarray, np.ndarray, bool]:
     """
     raw = _as_u8(table)
     if raw.size != SYMBOL_TABLE_SIZE:
-        raise ValueError(
-            f"FSST symbol table must be {SYMBOL_TABLE_SIZE} bytes, got {raw.size}"
-        )
+        raise ValueError(f"FSST symbol table must be {SYMBOL_TABLE_SIZE} bytes, got {raw.size}")
     (info,) = struct.unpack_from("<Q", raw.tobytes()[:8])
     if info >> 32 != FSST_MAGIC:
         raise ValueError(f"bad FSST symbol table magic 0x{info >> 32:08x} (expected 0x46535354)")
@@ -104,7 +103,7 @@ def _decode_tables(symbols, lengths):
     table = np.zeros((512, 8), dtype=np.uint8)
     table[:n] = symbols
     table[256:, 0] = np.arange(256, dtype=np.uint8)
-    lens = np.zeros(512, dtype=np.int64)
+    lens = np.zeros(512, dtype=np.intp)
     lens[:n] = lengths
     lens[256:] = 1
     return table.reshape(-1), lens, n
@@ -113,43 +112,50 @@ def _decode_tables(symbols, lengths):
 def _decode_span(seg: np.ndarray, starts: np.ndarray, table, lens, nsym):
     """Decode one span; ``starts`` are the value start positions within ``seg``.
 
-    Returns the decoded bytes and the decoded end offset of every value.
+    Returns the decoded bytes and the decoded end offset of every value.  Spans
+    are kept small (``_SPAN_BYTES``) so the temporaries stay in cache.
     """
     m = seg.size
     ends = np.append(starts[1:], m)
     if m == 0:
         return np.zeros(0, dtype=np.uint8), np.zeros(starts.size, dtype=np.int64)
+    key = seg.astype(np.intp)
     esc = seg == ESCAPE
-    vstart = np.zeros(m, dtype=bool)
-    vstart[starts[starts < m]] = True
-    prev_esc = np.zeros(m, dtype=bool)
-    prev_esc[1:] = esc[:-1]
-    # In a run of 255s (restarting at each value) the bytes alternate escape,
-    # literal, escape, ...; a non-255 byte is a literal iff an escape precedes it.
-    pos = np.arange(m, dtype=np.int64)
-    run_start = np.where(esc & (~prev_esc | vstart), pos, 0)
-    np.maximum.accumulate(run_start, out=run_start)
-    esc_literal = esc & (((pos - run_start) & 1) == 1)
-    esc_code = esc & ~esc_literal
-    prev_code = np.zeros(m, dtype=bool)
-    prev_code[1:] = esc_code[:-1]
-    literal = esc_literal | (prev_code & ~vstart)
-
-    nonempty = ends > starts
-    if esc_code[ends[nonempty] - 1].any():
-        raise ValueError("corrupt FSST data: a value ends with an escape code")
-    key = seg.astype(np.int64) | (literal.astype(np.int64) << 8)
-    bad = ~literal & ~esc & (seg >= nsym)
+    if esc.any():
+        vstart = np.zeros(m, dtype=bool)
+        vstart[starts[starts < m]] = True
+        prev_esc = np.zeros(m, dtype=bool)
+        prev_esc[1:] = esc[:-1]
+        # In a run of 255s (restarting at each value) the bytes alternate escape,
+        # literal, escape, ...; a non-255 byte is a literal iff an escape code precedes it.
+        pos = np.arange(m, dtype=np.intp)
+        run_start = np.where(esc & (~prev_esc | vstart), pos, 0)
+        np.maximum.accumulate(run_start, out=run_start)
+        esc_literal = esc & (((pos - run_start) & 1) == 1)
+        esc_code = esc & ~esc_literal
+        prev_code = np.zeros(m, dtype=bool)
+        prev_code[1:] = esc_code[:-1]
+        literal = esc_literal | (prev_code & ~vstart)
+        nonempty = ends > starts
+        if esc_code[ends[nonempty] - 1].any():
+            raise ValueError("corrupt FSST data: a value ends with an escape code")
+        key |= literal.astype(np.intp) << 8
+        bad = ~literal & ~esc & (seg >= nsym)
+    else:
+        bad = seg >= nsym
     if bad.any():
         code = int(seg[np.argmax(bad)])
         raise ValueError(f"corrupt FSST data: code {code} but the table has {nsym} symbols")
     out_len = lens[key]
-    csum = np.cumsum(out_len)
-    total = int(csum[-1])
-    src = np.repeat(key * 8 - (csum - out_len), out_len)
-    src += np.arange(total, dtype=np.int64)
+    csum = np.cumsum(out_len, dtype=np.intp)
+    key *= 8
+    key -= csum
+    key += out_len  # now: table row start minus the token's output start
+    src = np.repeat(key, out_len)
+    src += np.arange(src.size, dtype=np.intp)
     data = table[src]
-    csum0 = np.concatenate(([0], csum))
+    csum0 = np.zeros(m + 1, dtype=np.int64)
+    csum0[1:] = csum
     return data, csum0[ends]
 
 
@@ -206,133 +212,145 @@ def decompress_with_table(table, compressed, offsets):
 
 def _windows(data: np.ndarray) -> np.ndarray:
     """u64 little-endian window of the (up to) 8 bytes starting at each position."""
-    padded = np.zeros(data.size + 8, dtype=np.uint8)
-    padded[: data.size] = data
-    win = np.zeros(data.size, dtype=np.uint64)
-    for j in range(8):
-        win |= padded[j : j + data.size].astype(np.uint64) << np.uint64(8 * j)
-    return win
+    m = data.size
+    rows = -(-m // 8)
+    padded = np.zeros(rows * 8 + 16, dtype=np.uint8)
+    padded[:m] = data
+    win = np.empty((rows, 8), dtype=np.uint64)
+    for s in range(8):  # positions s, s+8, ... are aligned loads from padded[s:]
+        win[:, s] = padded[s : s + rows * 8].view("<u8")
+    return win.reshape(-1)[:m]
 
 
 _MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
-_HASH_BITS = 16
-_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+_HASH_BITS = 12
+
+
+def _hash3(words: np.ndarray) -> np.ndarray:
+    """Hash of the first three bytes (``words`` may be u32 or u64 windows)."""
+    prefix = (words & 0xFFFFFF).astype(np.uint32)
+    return (prefix * np.uint32(0x9E3779B1)) >> np.uint32(32 - _HASH_BITS)
 
 
 class _Matcher:
-    """Longest-symbol lookup for a symbol table (direct tables for 1-2 bytes, hashes above)."""
+    """Greedy longest-symbol lookup, shaped like FSST's own encoder.
+
+    1- and 2-byte symbols live in direct tables; longer symbols live in a hash
+    table keyed on their first three bytes, one symbol per slot.  Symbols that
+    lose a slot collision are dropped: ``keys``/``lens`` hold the usable
+    symbols, and codes index them.
+    """
 
     def __init__(self, keys: np.ndarray, lens: np.ndarray):
-        self.code1 = np.full(256, -1, dtype=np.int64)
-        self.code2 = np.full(1 << 16, -1, dtype=np.int64)
-        self.hashed = {}
-        for k in range(8, 0, -1):
+        keep = np.ones(keys.size, dtype=bool)
+        long_idx = np.flatnonzero(lens >= 3)
+        if long_idx.size:
+            _, first = np.unique(_hash3(keys[long_idx]), return_index=True)  # earlier wins
+            keep[long_idx] = False
+            keep[long_idx[first]] = True
+        self.keys, self.lens = keys[keep], lens[keep]
+        keys, lens = self.keys, self.lens
+        self.code1 = np.full(256, -1, dtype=np.int16)
+        self.code2 = np.full(1 << 16, -1, dtype=np.int16)
+        self.long_key = np.zeros(1 << _HASH_BITS, dtype=np.uint64)
+        self.long_len = np.full(1 << _HASH_BITS, 99, dtype=np.int16)  # 99: empty slot
+        self.long_code = np.full(1 << _HASH_BITS, -1, dtype=np.int16)
+        for k, table in ((1, self.code1), (2, self.code2)):
             idx = np.flatnonzero(lens == k)
-            if idx.size == 0:
-                continue
-            if k == 1:
-                self.code1[keys[idx].astype(np.int64)] = idx
-            elif k == 2:
-                self.code2[keys[idx].astype(np.int64)] = idx
-            else:
-                slots = self._slot(keys[idx])
-                tab_key = np.zeros(1 << _HASH_BITS, dtype=np.uint64)
-                tab_code = np.full(1 << _HASH_BITS, -1, dtype=np.int64)
-                # on a slot collision the later (lower-priority) symbol is dropped
-                tab_key[slots[::-1]] = keys[idx][::-1]
-                tab_code[slots[::-1]] = idx[::-1]
-                self.hashed[k] = (tab_key, tab_code)
+            table[keys[idx].astype(np.intp)] = idx
+        idx = np.flatnonzero(lens >= 3)
+        slots = _hash3(keys[idx]).astype(np.intp)
+        self.long_key[slots], self.long_len[slots], self.long_code[slots] = keys[idx], lens[idx], idx
 
-    @staticmethod
-    def _slot(keys: np.ndarray) -> np.ndarray:
-        return ((keys * _HASH_MUL) >> np.uint64(64 - _HASH_BITS)).astype(np.int64)
-
-    def longest(self, win: np.ndarray, room: np.ndarray):
-        """Code and length of the longest symbol at each position (-1/0 when none)."""
-        code = self.code1[(win & np.uint64(0xFF)).astype(np.int64)]
-        length = (code >= 0).astype(np.int64)
-        c2 = self.code2[(win & np.uint64(0xFFFF)).astype(np.int64)]
+    def longest(self, data: np.ndarray, win: np.ndarray, room: np.ndarray):
+        """Code (-1: escape) and length (0 for escapes) of the match at each position."""
+        w32 = win.astype(np.uint32)
+        code = self.code1[data]
+        length = (code >= 0).astype(np.int16)
+        c2 = self.code2[w32 & 0xFFFF]
         hit = (c2 >= 0) & (room >= 2)
-        code[hit], length[hit] = c2[hit], 2
-        for k in sorted(self.hashed):
-            tab_key, tab_code = self.hashed[k]
-            cand = np.flatnonzero(room >= k)
-            key = win[cand] & _MASKS[k]
-            slot = self._slot(key)
-            ok = (tab_code[slot] >= 0) & (tab_key[slot] == key)
-            code[cand[ok]] = tab_code[slot[ok]]
-            length[cand[ok]] = k
+        code[hit] = c2[hit]
+        length[hit] = 2
+        slot = _hash3(w32)
+        long_len = self.long_len[slot]
+        cand = np.flatnonzero(long_len <= room)
+        if cand.size:
+            slot = slot[cand]
+            clen = long_len[cand]
+            ok = (win[cand] & _MASKS[clen]) == self.long_key[slot]
+            cand, slot = cand[ok], slot[ok]
+            code[cand] = self.long_code[slot]
+            length[cand] = clen[ok]
         return code, length
 
 
 def _greedy_parse(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, matcher: _Matcher):
     """Greedy longest-match tokenisation of every value at once.
 
+    The values must tile ``data`` in order.  Each value is cut into segments
+    of ``_SEGMENT`` bytes that are parsed independently, so the lock-step walk
+    below needs at most ``_SEGMENT`` iterations whatever the value lengths.
     Returns the token positions (sorted), their codes (-1 = escape) and lengths.
     """
     m = data.size
     if m == 0:
-        z = np.zeros(0, dtype=np.int64)
+        z = np.zeros(0, dtype=np.int32)
         return z, z, z
-    lens = ends - starts
-    owner_start = np.repeat(starts, lens)
-    owner_end = np.repeat(ends, lens)
-    pos = np.arange(m, dtype=np.int64)
-    seg_end = np.minimum(owner_end, owner_start + ((pos - owner_start) // _SEGMENT + 1) * _SEGMENT)
-    code, length = matcher.longest(_windows(data), seg_end - pos)
-    step = np.maximum(length, 1)
+    starts = starts.astype(np.int32)
+    ends = ends.astype(np.int32)
+    nseg = (ends - starts + (_SEGMENT - 1)) // _SEGMENT
+    first_seg = np.cumsum(nseg) - nseg
+    seg_rank = np.arange(int(nseg.sum()), dtype=np.int32) - np.repeat(first_seg, nseg)
+    seg_start = np.repeat(starts, nseg) + seg_rank * _SEGMENT
+    seg_end = np.minimum(seg_start + _SEGMENT, np.repeat(ends, nseg))
+    limit = np.repeat(seg_end, seg_end - seg_start)
+    code, length = matcher.longest(data, _windows(data), limit - np.arange(m, dtype=np.int32))
+    step = np.maximum(length, 1).astype(np.int32)
     on_token = np.zeros(m, dtype=bool)
-    cur = np.flatnonzero((pos - owner_start) % _SEGMENT == 0)
-    # walk every segment in lock-step: at most _SEGMENT iterations
+    cur = seg_start
     while cur.size:
         on_token[cur] = True
         nxt = cur + step[cur]
-        cur = nxt[nxt < seg_end[cur]]
+        cur = nxt[nxt < limit[cur]]
     tok = np.flatnonzero(on_token)
     return tok, code[tok], length[tok]
 
 
 def _value_bounds(arr: pa.Array):
-    """(data bytes, start offsets, end offsets) of a string/binary array."""
+    """(data bytes, n+1 int64 offsets into them, is-large-type) of a string/binary array."""
     large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
     if not (large or pa.types.is_string(arr.type) or pa.types.is_binary(arr.type)):
         raise ValueError(f"FSST compresses string/binary arrays, got {arr.type}")
     bufs = arr.buffers()
     odt = np.int64 if large else np.int32
-    offs = np.frombuffer(bufs[1], dtype=odt)[arr.offset : arr.offset + len(arr) + 1]
-    offs = offs.astype(np.int64)
+    offs = np.frombuffer(bufs[1], dtype=odt)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     return data, offs, large
 
 
-def _gather(data, starts, ends):
-    lens = ends - starts
-    total = int(lens.sum())
-    csum = np.cumsum(lens)
-    src = np.repeat(starts - (csum - lens), lens) + np.arange(total, dtype=np.int64)
-    return data[src], np.concatenate(([0], csum))
+def _encoded_size(sample, starts, ends, matcher) -> int:
+    _, code, _ = _greedy_parse(sample, starts, ends, matcher)
+    return code.size + int((code < 0).sum())
 
 
-def _learn_table(sample: np.ndarray, offs: np.ndarray):
-    """Pick up to 255 symbols by a few rounds of parse / count / select (FSST-style)."""
+def _learn_table(sample: np.ndarray, offs: np.ndarray) -> _Matcher:
+    """Pick up to 255 symbols by rounds of parse / count / select (FSST-style).
+
+    Candidates are the tokens of the current parse and the concatenations of
+    adjacent token pairs (cut to 8 bytes), ranked by bytes covered.  The table
+    that compresses the sample best over all rounds wins.
+    """
     starts, ends = offs[:-1], offs[1:]
-    keys = np.zeros(0, dtype=np.uint64)
-    lens = np.zeros(0, dtype=np.int64)
-    best = (sample.size * 2 + 1, keys, lens)
+    matcher = _Matcher(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
     win = _windows(sample)
     value_of = np.repeat(np.arange(starts.size), ends - starts)
+    best, best_size = matcher, sample.size * 2 + 1
     for _round in range(5):
-        tok, code, tlen = _greedy_parse(sample, starts, ends, _Matcher(keys, lens))
-        size = tok.size + int((code < 0).sum())
-        if size < best[0]:
-            best = (size, keys, lens)
-        tlen = np.maximum(tlen, 1)
-        tkey = win[tok] & _MASKS[tlen]
-        # candidates: every token, and every pair of adjacent tokens in one value
+        tok, _, tlen = _greedy_parse(sample, starts, ends, matcher)
+        tlen = np.maximum(tlen, 1).astype(np.intp)  # an escaped byte counts as a 1-byte token
         same = value_of[tok[1:]] == value_of[tok[:-1]]
         plen = np.minimum(tlen[:-1] + tlen[1:], 8)[same]
-        pkey = win[tok[:-1]][same] & _MASKS[plen]
-        ckey = np.concatenate((tkey, pkey))
+        ckey = np.concatenate((win[tok] & _MASKS[tlen], win[tok[:-1]][same] & _MASKS[plen]))
         clen = np.concatenate((tlen, plen))
         order = np.lexsort((ckey, clen))
         ckey, clen = ckey[order], clen[order]
@@ -346,11 +364,11 @@ def _learn_table(sample: np.ndarray, offs: np.ndarray):
         gain[(ulen > 1) & (counts < 2)] = 0
         top = np.argsort(-gain, kind="stable")[:MAX_SYMBOLS]
         top = top[gain[top] > 0]
-        keys, lens = ukey[top], ulen[top]
-    tok, code, _ = _greedy_parse(sample, starts, ends, _Matcher(keys, lens))
-    if tok.size + int((code < 0).sum()) < best[0]:
-        best = (0, keys, lens)
-    return best[1], best[2]
+        matcher = _Matcher(ukey[top], ulen[top])
+        size = _encoded_size(sample, starts, ends, matcher)
+        if size < best_size:
+            best, best_size = matcher, size
+    return best
 
 
 def compress(values, *, seed: int = 0):
@@ -360,14 +378,16 @@ def compress(values, *, seed: int = 0):
     table, the compressed values back to back and ``len(values)+1`` offsets
     (int32, or int64 for large types) delimiting them, starting at 0.  When
     compression does not pay off the table's encoder switch is off and the
-    values are returned unchanged.
+    values are returned unchanged.  Validity is ignored: null slots are
+    compressed like any other value (they are normally empty).
     """
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     data, offs, large = _value_bounds(values)
     odt = np.int64 if large else np.int32
     starts, ends = offs[:-1], offs[1:]
-    raw, raw_offs = _gather(data, starts, ends)
+    raw = data[int(offs[0]) : int(offs[-1])]  # arrow values are contiguous
+    raw_offs = offs - offs[0]
 
     def passthrough():
         return serialize_symbol_table(np.zeros((0, 8)), [], False), raw.tobytes(), raw_offs.astype(odt)
@@ -380,15 +400,15 @@ def compress(values, *, seed: int = 0):
     lens = (ends - starts)[order]
     take = order[: int(np.searchsorted(np.cumsum(lens), _SAMPLE_BYTES)) + 1]
     take.sort()
-    sample, sample_offs = _gather(data, starts[take], ends[take])
-    keys, sym_lens = _learn_table(sample, sample_offs)
-    if keys.size == 0:
+    lens = ends[take] - starts[take]
+    csum = np.cumsum(lens)
+    src = np.repeat(starts[take] - (csum - lens), lens) + np.arange(int(csum[-1]), dtype=np.int64)
+    matcher = _learn_table(data[src], np.concatenate(([0], csum)))
+    if matcher.keys.size == 0:
         return passthrough()
-
-    matcher = _Matcher(keys, sym_lens)
     out_parts, value_sizes = [], np.zeros(n, dtype=np.int64)
     raw_starts, raw_ends = raw_offs[:-1], raw_offs[1:]
-    targets = np.arange(_SPAN_BYTES, raw.size, _SPAN_BYTES)
+    targets = np.arange(_ENCODE_SPAN_BYTES, raw.size, _ENCODE_SPAN_BYTES)
     cuts = np.unique(np.concatenate(([0], np.searchsorted(raw_offs, targets), [n])))
     for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
         lo, hi = int(raw_offs[a]), int(raw_offs[b])
@@ -401,8 +421,8 @@ def compress(values, *, seed: int = 0):
         out[at] = np.where(code < 0, ESCAPE, code).astype(np.uint8)
         escaped = np.flatnonzero(code < 0)
         out[at[escaped] + 1] = seg[tok[escaped]]
-        tok_value = np.searchsorted(raw_starts[a:b] - lo, tok, side="right") - 1
-        value_sizes[a:b] = np.bincount(tok_value, weights=width, minlength=b - a).astype(np.int64)
+        out_at = np.concatenate(([0], wsum))[np.searchsorted(tok, raw_starts[a:b] - lo)]
+        value_sizes[a:b] = np.diff(out_at, append=out.size)
         out_parts.append(out)
     compressed = np.concatenate(out_parts) if out_parts else np.zeros(0, np.uint8)
     if compressed.size + SYMBOL_TABLE_SIZE >= raw.size:
@@ -410,7 +430,6 @@ def compress(values, *, seed: int = 0):
     new_offs = np.concatenate(([0], np.cumsum(value_sizes)))
     if new_offs[-1] > np.iinfo(odt).max:
         odt = np.int64
-    symbols = np.zeros((keys.size, 8), dtype=np.uint8)
-    symbols[:] = keys.astype("<u8").view(np.uint8).reshape(-1, 8)
-    table = serialize_symbol_table(symbols, sym_lens.astype(np.uint8), True)
+    symbols = matcher.keys.astype("<u8").view(np.uint8).reshape(-1, 8)
+    table = serialize_symbol_table(symbols, matcher.lens.astype(np.uint8), True)
     return table, compressed.tobytes(), new_offs.astype(odt)
