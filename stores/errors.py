@@ -17,3 +17,30 @@ class AlreadyExistsError(StoreError, FileExistsError):
 
 class InvalidURIError(StoreError, ValueError):
     """A table or store URI that cannot be parsed or is not supported."""
+
+
+class VersionExistsError(StoreError):
+    """A reservation found the (table, version) row already taken."""
+
+
+class StoreUnavailableError(StoreError, ConnectionError):
+    """The store cannot be reached (connection refused, DNS, auth)."""
+
+
+class AmbiguousStoreError(StoreError):
+    """A write whose outcome is unknown (timeout, lost response): it may or may
+    not have been applied.  Callers must read back before deciding anything."""
+
+
+class StoreSchemaError(StoreError):
+    """The store's schema (DynamoDB key schema, SQL tables) is not the one
+    Tessera expects; nothing was written."""
+
+
+class IncarnationMismatchError(StoreError):
+    """The table was dropped and recreated since this writer read it."""
+
+
+class ConditionalWriteUnsupportedError(StoreError):
+    """The store accepted a second conditional create of the same object: it
+    silently ignores the condition, so it cannot decide commits."""

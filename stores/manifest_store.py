@@ -1,0 +1,138 @@
+"""External manifest stores: the interface every implementation follows.
+
+A row is keyed by (table key, version).  The table key is the normalised full
+table URI (scheme, bucket, path; no trailing slash).  Each row also carries the
+table's incarnation id, so a writer holding a dropped-and-recreated table's old
+identity is refused.
+
+The only writes are:
+
+* ``reserve``: put-if-not-exists of (key, version) -> staged path, size and
+  transaction uuid.  It is the commit point.  It also requires the row of
+  ``version - 1`` (if any) to carry the same incarnation.
+* ``flip``: the single allowed update, staged path -> final path, applied only
+  while the row still holds the staged path.  Idempotent.
+* ``delete_table``: drop every row of a table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+from urllib.parse import urlparse, urlunparse
+
+from .errors import InvalidURIError
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    """One (table, version) row."""
+
+    table_key: str
+    version: int
+    path: str  # staged ("...manifest-{uuid}") or final ("...manifest"), relative to the table root
+    size: int
+    transaction_uuid: str
+    incarnation: str
+
+    @property
+    def is_final(self) -> bool:
+        return self.path.endswith(".manifest")
+
+
+@runtime_checkable
+class ManifestStore(Protocol):
+    """What the commit coordinator needs from an external store."""
+
+    #: "dynamodb", "redis" or "sql"
+    kind: str
+
+    def identity(self) -> str:
+        """A credential-free description of the store (host, database, table),
+        recorded in the tables it coordinates."""
+        ...
+
+    def reserve(self, record: VersionRecord) -> None:
+        """Insert ``record`` if (table_key, version) is free and the previous
+        version's row (if any) has the same incarnation.
+
+        Raises VersionExistsError when the row exists, IncarnationMismatchError
+        when the predecessor belongs to another incarnation, AmbiguousStoreError
+        when the outcome is unknown, StoreUnavailableError when unreachable."""
+        ...
+
+    def flip(self, table_key: str, version: int, staged_path: str, final_path: str) -> bool:
+        """Set the row's path to ``final_path`` if it still holds ``staged_path``.
+        Returns True if the row now holds ``final_path`` (also when it already
+        did), False if it holds something else or does not exist."""
+        ...
+
+    def get(self, table_key: str, version: int) -> VersionRecord | None:
+        """The row of ``version`` (strongly consistent), or None."""
+        ...
+
+    def latest(self, table_key: str) -> VersionRecord | None:
+        """The row with the highest version, or None."""
+        ...
+
+    def versions_after(self, table_key: str, version: int) -> list[VersionRecord]:
+        """Rows with a version greater than ``version``, ascending."""
+        ...
+
+    def delete_table(self, table_key: str) -> int:
+        """Remove every row of a table; returns how many were removed."""
+        ...
+
+    def check(self) -> None:
+        """Verify the store is reachable and its schema is the expected one
+        (StoreSchemaError / StoreUnavailableError otherwise)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def normalize_table_uri(uri: str) -> str:
+    """The key of a table in a manifest store: scheme, bucket (host) and path,
+    lower-cased scheme, no trailing slash, no query or credentials.
+
+    Local paths become ``file:///abs/path``."""
+    import os
+
+    if not isinstance(uri, str) or not uri.strip():
+        raise InvalidURIError(f"table URI must be a non-empty string, got {uri!r}")
+    p = urlparse(uri)
+    scheme = p.scheme.lower()
+    if scheme in ("", "file"):
+        path = p.path if scheme == "file" else uri
+        return "file://" + os.path.abspath(path).rstrip("/")
+    if scheme in ("s3", "s3a", "gs", "az", "abfs"):
+        if not p.netloc:
+            raise InvalidURIError(f"table URI {uri!r} has no bucket")
+        host = p.hostname or ""
+        if p.username or p.password:
+            raise InvalidURIError(f"table URI {uri!r} must not carry credentials; use storage_options")
+        path = "/".join(s for s in p.path.split("/") if s)
+        return urlunparse(("s3" if scheme == "s3a" else scheme, host, "/" + path if path else "", "", "", "")).rstrip("/")
+    raise InvalidURIError(f"unsupported table URI scheme {scheme!r} in {uri!r}")
+
+
+def open_manifest_store(url: str, **options) -> ManifestStore:
+    """Open a store by URL: ``redis://host:port/db``, ``dynamodb:///TABLE?region=..&endpoint_url=..``,
+    or any SQLAlchemy URL (``sqlite:///path.db``, ``postgresql+psycopg://...``, ``mysql+pymysql://...``)."""
+    if not isinstance(url, str) or "://" not in url:
+        raise InvalidURIError(f"not a manifest store URL: {url!r}")
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in ("redis", "rediss", "unix"):
+        from .redis_store import RedisManifestStore
+
+        return RedisManifestStore.from_url(url, **options)
+    if scheme == "dynamodb":
+        from .dynamodb_store import DynamoDBManifestStore
+
+        return DynamoDBManifestStore.from_url(url, **options)
+    base = scheme.split("+", 1)[0]
+    if base in ("sqlite", "postgresql", "postgres", "mysql", "mariadb"):
+        from .sql_store import SqlManifestStore
+
+        return SqlManifestStore.from_url(url, **options)
+    raise InvalidURIError(f"unsupported manifest store scheme {scheme!r} in {url!r}")
