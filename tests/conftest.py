@@ -25,3 +25,10 @@ def lance():
     import lance as _lance
 
     return _lance
+
+
+# real services (moto, Redis, PostgreSQL, MariaDB); see tests/services.py
+import sys  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from services import moto_server, mysql_url, postgres_url, redis_url  # noqa: E402,F401

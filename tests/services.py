@@ -1,0 +1,147 @@
+"""Real services for the tests: moto's HTTP server (S3, DynamoDB), Redis,
+PostgreSQL and MariaDB on 127.0.0.1.
+
+With ``CI=true`` a missing service is a failure, never a skip; elsewhere the
+tests that need it are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import uuid
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+REDIS_URL = os.environ.get("TESSERA_TEST_REDIS", "redis://127.0.0.1:6379/15")
+POSTGRES_URL = os.environ.get("TESSERA_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+MYSQL_URL = os.environ.get("TESSERA_TEST_MYSQL", "mysql+pymysql://root@127.0.0.1:3306/test")
+
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def unavailable(what: str, why: str) -> None:
+    """Fail in CI, skip elsewhere."""
+    msg = f"{what} is not available: {why}"
+    if IN_CI:
+        pytest.fail(msg + " (CI=true: services must be up)")
+    pytest.skip(msg)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MotoServer:
+    """moto's threaded HTTP server: boto3 talks to it over real HTTP."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self.port = free_port()
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    break
+            except OSError:
+                time.sleep(0.05)
+
+    def storage_options(self) -> dict:
+        return {
+            "endpoint_url": self.endpoint,
+            "region": "us-east-1",
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+        }
+
+    def client(self, service: str):
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+    def new_bucket(self) -> str:
+        name = f"tessera-{uuid.uuid4().hex[:12]}"
+        self.client("s3").create_bucket(Bucket=name)
+        return name
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    for k, v in AWS_ENV.items():
+        os.environ.setdefault(k, v)
+    try:
+        server = MotoServer()
+    except ImportError as exc:  # moto[server] missing
+        unavailable("moto's server", str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    try:
+        import redis
+
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means "not there"
+        unavailable(f"Redis at {REDIS_URL}", str(exc))
+    return REDIS_URL
+
+
+def _sql_ok(url: str) -> None:
+    import sqlalchemy as sa
+
+    eng = sa.create_engine(url)
+    try:
+        with eng.connect() as c:
+            c.execute(sa.text("SELECT 1"))
+    finally:
+        eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    try:
+        _sql_ok(POSTGRES_URL)
+    except Exception as exc:  # noqa: BLE001
+        unavailable(f"PostgreSQL at {POSTGRES_URL}", str(exc))
+    return POSTGRES_URL
+
+
+@pytest.fixture(scope="session")
+def mysql_url():
+    try:
+        _sql_ok(MYSQL_URL)
+    except Exception as exc:  # noqa: BLE001
+        unavailable(f"MariaDB at {MYSQL_URL}", str(exc))
+    return MYSQL_URL
+
+
+def java_available() -> bool:
+    try:
+        return subprocess.run(["java", "-version"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
