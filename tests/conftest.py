@@ -28,7 +28,15 @@ def lance():
 
 
 # real services (moto, Redis, PostgreSQL, MariaDB); see tests/services.py
+# loaded by path under a unique name: putting tests/ on sys.path would let
+# tests/catalog shadow the catalog package
+import importlib.util  # noqa: E402
 import sys  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
-from services import moto_server, mysql_url, postgres_url, redis_url  # noqa: E402,F401
+_spec = importlib.util.spec_from_file_location("tessera_test_services", os.path.join(os.path.dirname(__file__), "services.py"))
+services = importlib.util.module_from_spec(_spec)
+sys.modules["tessera_test_services"] = services
+_spec.loader.exec_module(services)
+moto_server, mysql_url, postgres_url, redis_url = (
+    services.moto_server, services.mysql_url, services.postgres_url, services.redis_url
+)

@@ -1,0 +1,105 @@
+"""Inline FastLanes bit-packing of integer mini-block values (2.1/2.2 writer).
+
+``inline_bitpacking{uncompressed_bits_per_value: T}`` stores each chunk's
+values as one FastLanes block of 1024 values: ``[W as a T-bit integer]``
+followed by ``128 * W`` packed bytes, where W is the bit width of the chunk's
+largest value (reinterpreted as unsigned).  A chunk with fewer than 1024
+values still stores a whole block, zero-padded, as pylance does.  Chunks
+therefore hold at most 1024 values.
+
+The packing itself is :func:`format.encodings.fastlanes.pack`.
+It is used only when it saves at least :data:`MIN_SAVING` of the flat size
+(it never helps for negative numbers, whose top bit is set).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..protos import encodings21_pb2 as pb
+from .values_encode import FixedValues
+
+try:
+    from ..encodings import fastlanes as _fastlanes
+except ImportError:  # pragma: no cover - the helper is optional
+    _fastlanes = None
+
+BLOCK = 1024
+#: use bit-packing only when it shrinks the values by at least this fraction
+MIN_SAVING = 0.2
+#: switch for tests and benchmarks
+ENABLED = True
+
+
+def _unsigned(values: FixedValues) -> np.ndarray:
+    return values.data.view(f"<u{values.width}")
+
+
+def _bit_widths(maxes: np.ndarray, type_bits: int) -> np.ndarray:
+    widths = np.zeros(len(maxes), dtype=np.int64)
+    for b in range(type_bits):
+        widths += (maxes >> b) != 0
+    return widths
+
+
+def choose(values: FixedValues) -> int | None:
+    """T (bits per value) when these values should be bit-packed, else None."""
+    if not ENABLED or _fastlanes is None:
+        return None
+    if not values.integer or values.dim is not None or values.is_bits or values.width not in (1, 2, 4, 8):
+        return None
+    T = values.bits_per_value
+    u = _unsigned(values)
+    nblocks = -(-len(u) // BLOCK)
+    padded = np.zeros(nblocks * BLOCK, dtype=u.dtype)
+    padded[: len(u)] = u
+    widths = _bit_widths(padded.reshape(nblocks, BLOCK).max(axis=1), T)
+    packed = int((T // 8 + 128 * widths).sum())
+    return T if packed <= (1 - MIN_SAVING) * nblocks * BLOCK * values.width else None
+
+
+def _chunk_widths(values: FixedValues, type_bits: int, vs: np.ndarray) -> np.ndarray:
+    u = _unsigned(values)
+    maxes = np.maximum.reduceat(u, vs) if len(vs) else np.zeros(0, dtype=u.dtype)
+    return _bit_widths(maxes, type_bits)
+
+
+def chunk_sizes(values: FixedValues, type_bits: int, vs: np.ndarray, ve: np.ndarray) -> np.ndarray:
+    """Bytes of each chunk's block (chunks hold at most 1024 values)."""
+    return type_bits // 8 + 128 * _chunk_widths(values, type_bits, vs)
+
+
+def chunk_blocks(values: FixedValues, type_bits: int, vs: np.ndarray, ve: np.ndarray) -> list[tuple]:
+    """Each chunk's block as (width word, packed bytes), in chunk order."""
+    u = _unsigned(values)
+    K = len(vs)
+    counts = ve - vs
+    padded = np.zeros((K, BLOCK), dtype=u.dtype)
+    if K == 1 or bool((counts[:-1] == BLOCK).all()):
+        padded.reshape(-1)[: len(u)] = u
+    else:
+        rows = np.repeat(np.arange(K), counts)
+        cols = np.arange(len(u)) - np.repeat(vs, counts)
+        padded[rows, cols] = u
+    widths = _chunk_widths(values, type_bits, vs)
+    word = f"<u{type_bits // 8}"
+    out: list = [None] * K
+    for W in np.unique(widths).tolist():
+        sel = np.flatnonzero(widths == W)
+        head = np.array([W], dtype=word).tobytes()
+        if W == 0:
+            for k in sel.tolist():
+                out[k] = (head, b"")
+            continue
+        packed = memoryview(_fastlanes.pack(padded[sel].reshape(-1), W))  # type: ignore[union-attr]
+        size = 128 * W
+        for j, k in enumerate(sel.tolist()):
+            out[k] = (head, packed[j * size : (j + 1) * size])
+    return out
+
+
+def encoding(type_bits: int) -> pb.CompressiveEncoding:
+    """``inline_bitpacking{uncompressed_bits_per_value: T}``."""
+    enc = pb.CompressiveEncoding()
+    enc.inline_bitpacking.uncompressed_bits_per_value = type_bits
+    return enc

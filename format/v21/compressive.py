@@ -1,0 +1,609 @@
+"""Compressive encodings of file formats 2.1/2.2 (``CompressiveEncoding``).
+
+An encoding is used in one of three shapes, each with its own entry point:
+
+* mini-block: the value buffers of many chunks, decoded together
+  (:func:`miniblock_values`, :func:`chunk_levels`);
+* block: one buffer holding a whole sequence - dictionaries, the levels of
+  constant pages (:func:`block_values`, :func:`block_levels`);
+* per value: the values of a full-zip page (:func:`fixed_per_value`,
+  :func:`var_per_value`).
+
+Anything not listed for a shape raises UnsupportedEncodingError: pylance 14
+only writes the ones handled here, and a guessed decoding would return wrong
+values.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..encodings import fastlanes, fsst, general, rle
+from ..errors import CorruptFileError, UnsupportedEncodingError
+from ..protos import encodings21_pb2 as pb
+from .layout import scheme_name
+from .values import Fixed, Fsl, Var, as_u8, concat_bits, gather, uint_at
+
+U16 = np.dtype("<u2")
+
+
+@dataclass
+class Chunks:
+    """The value buffers of consecutive mini-block chunks.
+
+    ``bufs[b]`` is the array buffer ``b`` of chunk ``k`` lives in, at
+    ``starts[b][k]`` for ``sizes[b][k]`` bytes; ``counts[k]`` values per chunk.
+    """
+
+    bufs: list
+    starts: list
+    sizes: list
+    counts: np.ndarray
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+
+def _kind(enc: pb.CompressiveEncoding, where: str) -> str:
+    kind = enc.WhichOneof("compression")
+    if kind is None:
+        raise UnsupportedEncodingError(f"{where}: missing or unknown compressive encoding")
+    return kind
+
+
+def _no_buffer_compression(msg, fieldname: str, where: str) -> None:
+    if msg.HasField(fieldname):
+        raise UnsupportedEncodingError(
+            f"{where}: {type(msg).__name__}.{fieldname} (per-buffer {scheme_name(getattr(msg, fieldname), where)} "
+            f"compression) is not supported by this reader"
+        )
+
+
+def _flat_bits(enc: pb.CompressiveEncoding, where: str) -> int:
+    if _kind(enc, where) != "flat":
+        raise UnsupportedEncodingError(f"{where}: expected a flat encoding, found {_kind(enc, where)}")
+    _no_buffer_compression(enc.flat, "data", where)
+    return int(enc.flat.bits_per_value)
+
+
+def general_decompress(bc: pb.BufferCompression, data, where: str) -> np.ndarray:
+    """Decompress one LZ4 or ZSTD buffer written by Lance."""
+    scheme = scheme_name(bc, where)
+    raw = as_u8(data)
+    try:
+        return as_u8(general.decompress(scheme, raw))
+    except ValueError as exc:
+        raise CorruptFileError(None, f"{where}: {exc}") from exc
+
+
+# --------------------------------------------------------------- mini-block values
+
+
+def miniblock_values(enc: pb.CompressiveEncoding, ch: Chunks, where: str):
+    """Decode the values of ``ch`` (all chunks at once)."""
+    kind = _kind(enc, where)
+    w = f"{where}.{kind}"
+    if kind == "flat":
+        _no_buffer_compression(enc.flat, "data", w)
+        _need_buffers(ch, 1, w)
+        return _mb_flat(int(enc.flat.bits_per_value), ch, 0, ch.counts, w)
+    if kind == "variable":
+        _no_buffer_compression(enc.variable, "values", w)
+        _need_buffers(ch, 1, w)
+        bits = _flat_bits(enc.variable.offsets, f"{w}.offsets")
+        return _mb_variable(bits, ch, w)
+    if kind == "fsst":
+        inner = enc.fsst.values
+        if _kind(inner, f"{w}.values") != "variable":
+            raise UnsupportedEncodingError(f"{w}: FSST over {_kind(inner, w)} is not supported")
+        v = miniblock_values(inner, ch, f"{w}.values")
+        return _fsst(enc.fsst.symbol_table, v, w)
+    if kind == "inline_bitpacking":
+        _no_buffer_compression(enc.inline_bitpacking, "values", w)
+        _need_buffers(ch, 1, w)
+        return _mb_inline(int(enc.inline_bitpacking.uncompressed_bits_per_value), ch, w)
+    if kind == "fixed_size_list":
+        return _mb_fsl(enc.fixed_size_list, ch, w)
+    if kind == "rle":
+        _need_buffers(ch, 2, w)
+        bits = _flat_bits(enc.rle.values, f"{w}.values")
+        if _flat_bits(enc.rle.run_lengths, f"{w}.run_lengths") != 8:
+            raise UnsupportedEncodingError(f"{w}: run lengths must be 8-bit")
+        return _mb_rle(bits, ch, w)
+    if kind == "general":
+        return _mb_general(enc.general, ch, w)
+    raise UnsupportedEncodingError(f"{where}: the {kind} encoding is not supported in mini-block pages")
+
+
+def _need_buffers(ch: Chunks, n: int, where: str) -> None:
+    if len(ch.bufs) != n:
+        raise CorruptFileError(None, f"{where}: chunks hold {len(ch.bufs)} value buffers, the encoding uses {n}")
+
+
+def _check_sizes(ch: Chunks, b: int, need: np.ndarray, where: str) -> None:
+    if np.any(ch.sizes[b] < need):
+        k = int(np.argmax(ch.sizes[b] < need))
+        raise CorruptFileError(
+            None, f"{where}: chunk buffer of {int(ch.sizes[b][k])} bytes is too small ({int(need[k])} needed)"
+        )
+
+
+def _mb_flat(bits: int, ch: Chunks, b: int, counts: np.ndarray, where: str) -> Fixed:
+    total = int(counts.sum())
+    if bits % 8 == 0 and bits > 0:
+        need = counts * (bits // 8)
+        _check_sizes(ch, b, need, where)
+        return Fixed(gather(ch.bufs[b], ch.starts[b], need), bits, total)
+    if bits == 1:
+        nbytes = (counts + 7) // 8
+        _check_sizes(ch, b, nbytes, where)
+        if counts.size <= 1 or not np.any(counts[:-1] % 8):
+            return Fixed(gather(ch.bufs[b], ch.starts[b], nbytes), 1, total)
+        data = ch.bufs[b]
+        pieces = [
+            (data[s : s + nb], 0, c)
+            for s, nb, c in zip(ch.starts[b].tolist(), nbytes.tolist(), counts.tolist())
+        ]
+        bitmap, off = concat_bits(pieces)
+        return Fixed(bitmap, 1, total, off)
+    raise UnsupportedEncodingError(f"{where}: flat values of {bits} bits are not supported")
+
+
+def _words(data: np.ndarray, width: int, starts: np.ndarray):
+    """``data`` viewed as little-endian words of ``width`` bytes, if the starts allow."""
+    if starts.size and np.any(starts % width):
+        return None
+    usable = data.size - data.size % width
+    return data[:usable].view(f"<u{width}")
+
+
+def _mb_variable(offset_bits: int, ch: Chunks, where: str) -> Var:
+    """Each chunk buffer: ``n + 1`` offsets (from the buffer start), then the bytes."""
+    if offset_bits not in (32, 64):
+        raise UnsupportedEncodingError(f"{where}: {offset_bits}-bit offsets are not supported")
+    ow = offset_bits // 8
+    data, starts, sizes, counts = ch.bufs[0], ch.starts[0], ch.sizes[0], ch.counts
+    _check_sizes(ch, 0, (counts + 1) * ow, where)
+    first = uint_at(data, starts, ow)
+    last = uint_at(data, starts + counts * ow, ow)
+    lens = last - first
+    if np.any(lens < 0) or np.any(last > sizes) or np.any(first < (counts + 1) * ow):
+        raise CorruptFileError(None, f"{where}: variable-width offsets out of range in a chunk")
+    total_vals = int(counts.sum())
+    total_bytes = int(lens.sum())
+    words = _words(data, ow, starts)
+    odt = np.int32 if total_bytes < 2**31 - 1 else np.int64
+    out = np.empty(total_vals + 1, dtype=odt)
+    if words is None:  # unaligned chunk buffers (never written by pylance): slow but correct
+        words = np.frombuffer(data.tobytes(), dtype=f"<u{ow}", count=data.size // ow)
+        if np.any(starts % ow):
+            raise CorruptFileError(None, f"{where}: misaligned offsets in a chunk")
+    values = gather(data, starts + first, lens)
+    base = np.cumsum(lens) - lens
+    vstart = np.cumsum(counts) - counts
+    for w0, n, shift, v0 in zip((starts // ow).tolist(), counts.tolist(), (first - base).tolist(), vstart.tolist()):
+        np.subtract(words[w0 : w0 + n], np.int64(shift), out=out[v0 : v0 + n], casting="unsafe")
+    out[-1] = total_bytes
+    if total_vals and np.any(out[1:] < out[:-1]):
+        raise CorruptFileError(None, f"{where}: variable-width offsets are not monotonic")
+    return Var(out, values)
+
+
+def _fsst(table: bytes, v: Var, where: str) -> Var:
+    try:
+        symbols, lengths, on = fsst.parse_symbol_table(table)
+        data, offsets = fsst.decompress(v.data, v.offsets, symbols, lengths, encoder_on=on)
+    except ValueError as exc:
+        raise CorruptFileError(None, f"{where}: {exc}") from exc
+    return Var(offsets, as_u8(data))
+
+
+def _mb_inline(T: int, ch: Chunks, where: str) -> Fixed:
+    if T not in (8, 16, 32, 64):
+        raise UnsupportedEncodingError(f"{where}: inline bit-packing of {T}-bit values is not supported")
+    hdr = T // 8
+    data, starts, counts = ch.bufs[0], ch.starts[0], ch.counts
+    if np.any(counts > fastlanes.BLOCK_VALUES):
+        raise CorruptFileError(None, f"{where}: an inline bit-packed chunk holds more than 1024 values")
+    _check_sizes(ch, 0, np.full(counts.size, hdr), where)
+    widths = uint_at(data, starts, hdr)
+    if np.any(widths > T):
+        raise CorruptFileError(None, f"{where}: bit width {int(widths.max())} exceeds {T}")
+    _check_sizes(ch, 0, hdr + 128 * widths, where)
+    try:
+        vals = fastlanes.unpack_blocks_at(data, starts + hdr, widths, T)
+    except ValueError as exc:
+        raise CorruptFileError(None, f"{where}: {exc}") from exc
+    total = int(counts.sum())
+    if counts.size and np.all(counts[:-1] == fastlanes.BLOCK_VALUES):
+        vals = vals[:total]
+    else:
+        mask = np.arange(fastlanes.BLOCK_VALUES)[None, :] < counts[:, None]
+        vals = vals.reshape(-1, fastlanes.BLOCK_VALUES)[mask]
+    return Fixed(vals.view(np.uint8), T, total)
+
+
+def _mb_fsl(fsl: pb.FixedSizeList, ch: Chunks, where: str) -> Fsl:
+    dim = int(fsl.items_per_value)
+    if dim <= 0:
+        raise CorruptFileError(None, f"{where}: fixed-size list of {dim} items")
+    inner_kind = _kind(fsl.values, where)
+    if inner_kind != "flat":
+        raise UnsupportedEncodingError(f"{where}: fixed-size list over {inner_kind} is not supported")
+    bits = _flat_bits(fsl.values, where)
+    items = ch.counts * dim
+    if fsl.has_validity:
+        _need_buffers(ch, 2, where)
+        nbytes = (items + 7) // 8
+        _check_sizes(ch, 0, nbytes, where)
+        pieces = [(ch.bufs[0][s : s + nb], 0, c) for s, nb, c in zip(ch.starts[0].tolist(), nbytes.tolist(), items.tolist())]
+        bitmap, off = concat_bits(pieces)
+        if off:
+            bitmap = np.packbits(np.unpackbits(bitmap, bitorder="little")[off : off + int(items.sum())], bitorder="little")
+        child = _mb_flat(bits, ch, 1, items, where)
+        return Fsl(child, dim, ch.total, bitmap)
+    _need_buffers(ch, 1, where)
+    child = _mb_flat(bits, ch, 0, items, where)
+    return Fsl(child, dim, ch.total)
+
+
+def _mb_rle(bits: int, ch: Chunks, where: str) -> Fixed:
+    if bits not in (8, 16, 32, 64):
+        raise UnsupportedEncodingError(f"{where}: RLE of {bits}-bit values is not supported")
+    w = bits // 8
+    nruns = ch.sizes[1]
+    _check_sizes(ch, 0, nruns * w, where)
+    values = gather(ch.bufs[0], ch.starts[0], nruns * w)
+    lengths = gather(ch.bufs[1], ch.starts[1], nruns)
+    vals = np.frombuffer(values.tobytes(), dtype=f"<u{w}") if not values.flags.c_contiguous else values.view(f"<u{w}")
+    if not np.array_equal(_group_sums(lengths, nruns), ch.counts):
+        raise CorruptFileError(None, f"{where}: run lengths do not add up to the chunk value counts")
+    out = rle.decode_rle(vals, lengths, ch.total)
+    return Fixed(out.view(np.uint8), bits, int(out.size))
+
+
+def _group_sums(values: np.ndarray, group_sizes: np.ndarray) -> np.ndarray:
+    """Sums of ``values`` over consecutive groups of ``group_sizes`` (groups may be empty)."""
+    csum = np.concatenate(([0], np.cumsum(values, dtype=np.int64)))
+    ends = np.cumsum(group_sizes)
+    return csum[ends] - csum[ends - group_sizes]
+
+
+def _mb_general(g: pb.General, ch: Chunks, where: str):
+    if not g.HasField("values"):
+        raise CorruptFileError(None, f"{where}: general compression without an inner encoding")
+    pieces = []
+    data = ch.bufs[0]
+    for s, n in zip(ch.starts[0].tolist(), ch.sizes[0].tolist()):
+        pieces.append(general_decompress(g.compression, data[s : s + n], where))
+    sizes = np.asarray([p.size for p in pieces], dtype=np.int64)
+    starts = np.cumsum(sizes) - sizes
+    joined = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
+    inner = Chunks([joined] + ch.bufs[1:], [starts] + ch.starts[1:], [sizes] + ch.sizes[1:], ch.counts)
+    return miniblock_values(g.values, inner, f"{where}.values")
+
+
+# --------------------------------------------------------------- mini-block levels
+
+
+def chunk_levels(enc: pb.CompressiveEncoding, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+                 nlev: np.ndarray, where: str) -> np.ndarray:
+    """Decode the rep or def levels of consecutive chunks; returns all levels (uint16)."""
+    kind = _kind(enc, where)
+    w = f"{where}.{kind}"
+    total = int(nlev.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.uint16)
+    if np.any(starts + sizes > data.size):
+        raise CorruptFileError(None, f"{w}: level buffer runs past its chunk")
+    if kind == "flat":
+        if _flat_bits(enc, w) != 16:
+            raise UnsupportedEncodingError(f"{w}: flat levels of {enc.flat.bits_per_value} bits")
+        if np.any(sizes < nlev * 2):
+            raise CorruptFileError(None, f"{w}: level buffer too small")
+        return np.ascontiguousarray(gather(data, starts, nlev * 2)).view(U16).astype(np.uint16)
+    if kind == "out_of_line_bitpacking":
+        ool = enc.out_of_line_bitpacking
+        if ool.uncompressed_bits_per_value != 16:
+            raise UnsupportedEncodingError(f"{w}: levels of {ool.uncompressed_bits_per_value} bits")
+        return _levels_ool(_flat_bits(ool.values, w), data, starts, sizes, nlev, w)
+    if kind == "inline_bitpacking":
+        ib = enc.inline_bitpacking
+        _no_buffer_compression(ib, "values", w)
+        if ib.uncompressed_bits_per_value != 16:
+            raise UnsupportedEncodingError(f"{w}: levels of {ib.uncompressed_bits_per_value} bits")
+        return _levels_inline(data, starts, sizes, nlev, w)
+    if kind == "rle":
+        if _flat_bits(enc.rle.values, w) != 16 or _flat_bits(enc.rle.run_lengths, w) != 8:
+            raise UnsupportedEncodingError(f"{w}: RLE levels must be 16-bit values with 8-bit run lengths")
+        return _levels_rle(data, starts, sizes, nlev, w)
+    # anything else a block decoder knows, one chunk at a time
+    parts = [
+        block_levels(enc, data[s : s + n], c, where)
+        for s, n, c in zip(starts.tolist(), sizes.tolist(), nlev.tolist())
+    ]
+    return np.concatenate(parts).astype(np.uint16, copy=False)
+
+
+def _levels_ool(W: int, data, starts, sizes, nlev, where) -> np.ndarray:
+    if not 0 <= W <= 16:
+        raise CorruptFileError(None, f"{where}: level bit width {W}")
+    bb = 128 * W
+    B = fastlanes.BLOCK_VALUES
+    nfull = nlev // B
+    tail = nlev % B
+    rem = sizes - nfull * bb
+    raw_tail = (tail > 0) & (rem == tail * 2) & (W < 16)
+    packed_tail = (tail > 0) & ~raw_tail
+    if np.any(rem < 0) or np.any(packed_tail & (rem < bb)):
+        raise CorruptFileError(None, f"{where}: out-of-line bit-packed levels truncated")
+    nblocks = nfull + packed_tail
+    nb_total = int(nblocks.sum())
+    if nb_total:
+        first = np.cumsum(nblocks) - nblocks
+        j = np.arange(nb_total, dtype=np.int64) - np.repeat(first, nblocks)
+        bstarts = np.repeat(starts, nblocks) + j * bb
+        vals = fastlanes.unpack_blocks_at(data, bstarts, np.full(nb_total, W), 16).reshape(nb_total, B)
+        keep = np.where(j < np.repeat(nfull, nblocks), B, np.repeat(tail, nblocks))
+    else:
+        vals = np.zeros((0, B), dtype=np.uint16)
+        keep = np.zeros(0, dtype=np.int64)
+    if np.all(keep == B):
+        packed = vals.reshape(-1)
+    else:
+        packed = vals[np.arange(B)[None, :] < keep[:, None]]
+    if not raw_tail.any():
+        return packed
+    total = int(nlev.sum())
+    out = np.empty(total, dtype=np.uint16)
+    rk = np.flatnonzero(raw_tail)
+    rlen = tail[rk]
+    rout = (np.cumsum(nlev) - nlev)[rk] + nfull[rk] * B
+    roff = np.cumsum(rlen) - rlen
+    raw_idx = np.repeat(rout - roff, rlen) + np.arange(int(rlen.sum()), dtype=np.int64)
+    mask = np.ones(total, dtype=bool)
+    mask[raw_idx] = False
+    out[mask] = packed
+    out[raw_idx] = np.ascontiguousarray(gather(data, starts[rk] + nfull[rk] * bb, rlen * 2)).view(U16)
+    return out
+
+
+def _levels_inline(data, starts, sizes, nlev, where) -> np.ndarray:
+    B = fastlanes.BLOCK_VALUES
+    nblk = (nlev + B - 1) // B
+    ends = starts + sizes
+    pos = starts.copy()
+    rec_k, rec_j, rec_s, rec_w = [], [], [], []
+    for j in range(int(nblk.max()) if nblk.size else 0):
+        sel = np.flatnonzero(nblk > j)
+        p = pos[sel]
+        if np.any(p + 2 > ends[sel]):
+            raise CorruptFileError(None, f"{where}: inline bit-packed levels truncated")
+        wdt = u16(data, p)
+        if np.any(wdt > 16):
+            raise CorruptFileError(None, f"{where}: level bit width {int(wdt.max())}")
+        nxt = p + 2 + 128 * wdt
+        if np.any(nxt > ends[sel]):
+            raise CorruptFileError(None, f"{where}: inline bit-packed levels truncated")
+        rec_k.append(sel)
+        rec_j.append(np.full(sel.size, j))
+        rec_s.append(p + 2)
+        rec_w.append(wdt)
+        pos[sel] = nxt
+    k = np.concatenate(rec_k)
+    jj = np.concatenate(rec_j)
+    order = np.lexsort((jj, k))
+    s = np.concatenate(rec_s)[order]
+    wd = np.concatenate(rec_w)[order]
+    k, jj = k[order], jj[order]
+    vals = fastlanes.unpack_blocks_at(data, s, wd, 16).reshape(-1, B)
+    keep = np.minimum(B, nlev[k] - jj * B)
+    if np.all(keep == B):
+        return vals.reshape(-1)
+    return vals[np.arange(B)[None, :] < keep[:, None]]
+
+
+def u16(data: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    return data[pos].astype(np.int64) | (data[pos + 1].astype(np.int64) << 8)
+
+
+def _levels_rle(data, starts, sizes, nlev, where) -> np.ndarray:
+    if np.any(sizes < 8):
+        raise CorruptFileError(None, f"{where}: RLE levels truncated")
+    vbytes = uint_at(data, starts, 8)
+    nruns = vbytes // 2
+    if np.any(vbytes % 2) or np.any(8 + vbytes + nruns > sizes):
+        raise CorruptFileError(None, f"{where}: RLE levels truncated")
+    v = np.ascontiguousarray(gather(data, starts + 8, vbytes)).view(U16)
+    lens = gather(data, starts + 8 + vbytes, nruns)
+    if not np.array_equal(_group_sums(lens, nruns), nlev):
+        raise CorruptFileError(None, f"{where}: RLE run lengths do not match the level counts")
+    return rle.decode_rle(v, lens, int(nlev.sum())).astype(np.uint16, copy=False)
+
+
+# --------------------------------------------------------------- block form
+
+
+def block_values(enc: pb.CompressiveEncoding, data, n: int, where: str):
+    """Decode a whole buffer holding ``n`` values."""
+    data = as_u8(data)
+    kind = _kind(enc, where)
+    w = f"{where}.{kind}"
+    if kind == "flat":
+        bits = _flat_bits(enc, w)
+        need = (n * bits + 7) // 8
+        if data.size < need:
+            raise CorruptFileError(None, f"{w}: buffer of {data.size} bytes, {need} needed")
+        if bits % 8 and bits != 1:
+            raise UnsupportedEncodingError(f"{w}: flat values of {bits} bits")
+        return Fixed(data, bits, n)
+    if kind == "variable":
+        _no_buffer_compression(enc.variable, "values", w)
+        _flat_bits(enc.variable.offsets, f"{w}.offsets")
+        return _block_variable(data, n, w)
+    if kind == "inline_bitpacking":
+        ib = enc.inline_bitpacking
+        _no_buffer_compression(ib, "values", w)
+        T = int(ib.uncompressed_bits_per_value)
+        try:
+            vals = fastlanes.decode_inline_blocks(data, T, n)
+        except ValueError as exc:
+            raise CorruptFileError(None, f"{w}: {exc}") from exc
+        return Fixed(vals.view(np.uint8), T, n)
+    if kind == "out_of_line_bitpacking":
+        ool = enc.out_of_line_bitpacking
+        T = int(ool.uncompressed_bits_per_value)
+        W = _flat_bits(ool.values, w)
+        try:
+            vals = fastlanes.decode_out_of_line(data, W, T, n)
+        except ValueError as exc:
+            raise CorruptFileError(None, f"{w}: {exc}") from exc
+        return Fixed(vals.view(np.uint8), T, n)
+    if kind == "rle":
+        bits = _flat_bits(enc.rle.values, w)
+        if bits not in (8, 16, 32, 64) or _flat_bits(enc.rle.run_lengths, w) != 8:
+            raise UnsupportedEncodingError(f"{w}: RLE of {bits}-bit values")
+        try:
+            out = rle.decode_rle_block(data, f"<u{bits // 8}", np.uint8, n)
+        except ValueError as exc:
+            raise CorruptFileError(None, f"{w}: {exc}") from exc
+        return Fixed(out.view(np.uint8), bits, n)
+    if kind == "general":
+        g = enc.general
+        if not g.HasField("values"):
+            raise CorruptFileError(None, f"{w}: general compression without an inner encoding")
+        return block_values(g.values, general_decompress(g.compression, data, w), n, f"{w}.values")
+    if kind == "constant":
+        c = enc.constant
+        if not c.HasField("value"):
+            raise UnsupportedEncodingError(f"{w}: a constant encoding without a value")
+        v = np.frombuffer(bytes(c.value), dtype=np.uint8)
+        return Fixed(np.tile(v, n), v.size * 8, n)
+    if kind == "fixed_size_list":
+        fsl = enc.fixed_size_list
+        if fsl.has_validity:
+            raise UnsupportedEncodingError(f"{w}: a fixed-size list block with item validity")
+        dim = int(fsl.items_per_value)
+        inner = block_values(fsl.values, data, n * dim, f"{w}.values")
+        if not isinstance(inner, Fixed):
+            raise UnsupportedEncodingError(f"{w}: nested fixed-size list blocks")
+        return Fsl(inner, dim, n)
+    raise UnsupportedEncodingError(f"{where}: the {kind} encoding is not supported for a block")
+
+
+def _block_variable(data: np.ndarray, n: int, where: str) -> Var:
+    if data.size < 8:
+        raise CorruptFileError(None, f"{where}: variable block truncated")
+    head = data[:17].tobytes().ljust(17, b"\0")
+    if head[1:4] != b"\0\0\0":  # older layout: u8 width, count, bytes start
+        width = head[0]
+        if width == 32:
+            bytes_start, off_start = struct.unpack_from("<I", head, 5)[0], 9
+        elif width == 64:
+            bytes_start, off_start = struct.unpack_from("<Q", head, 9)[0], 17
+        else:
+            raise CorruptFileError(None, f"{where}: {width}-bit offsets")
+    else:
+        (width,) = struct.unpack_from("<I", head, 0)
+        if width == 32:
+            bytes_start, off_start = struct.unpack_from("<I", head, 4)[0], 8
+        elif width == 64:
+            bytes_start, off_start = struct.unpack_from("<Q", head, 8)[0], 16
+        else:
+            raise CorruptFileError(None, f"{where}: {width}-bit offsets")
+    ow = width // 8
+    if bytes_start > data.size or (bytes_start - off_start) != (n + 1) * ow:
+        raise CorruptFileError(None, f"{where}: variable block holds the wrong number of offsets for {n} values")
+    offs = np.frombuffer(data[off_start:bytes_start].tobytes(), dtype=f"<u{ow}").astype(np.int64)
+    offs -= offs[0]
+    values = data[bytes_start:]
+    if offs.size > 1 and (np.any(np.diff(offs) < 0) or offs[-1] > values.size):
+        raise CorruptFileError(None, f"{where}: variable block offsets out of range")
+    return Var(offs, values)
+
+
+def block_levels(enc: pb.CompressiveEncoding, data, n: int, where: str) -> np.ndarray:
+    v = block_values(enc, data, n, where)
+    if not isinstance(v, Fixed) or v.bits != 16:
+        raise UnsupportedEncodingError(f"{where}: levels must decode to 16-bit values")
+    return v.typed()
+
+
+# --------------------------------------------------------------- per value (full-zip)
+
+
+def fixed_value_bits(enc: pb.CompressiveEncoding, where: str) -> int:
+    """Bits one value takes in a full-zip page with this encoding."""
+    kind = _kind(enc, where)
+    if kind == "flat":
+        return _flat_bits(enc, where)
+    if kind == "fixed_size_list":
+        fsl = enc.fixed_size_list
+        dim = int(fsl.items_per_value)
+        bits = _flat_bits(fsl.values, f"{where}.fixed_size_list.values")
+        vb = (dim + 7) // 8 * 8 if fsl.has_validity else 0
+        return vb + dim * bits
+    if kind == "constant":
+        return 0
+    raise UnsupportedEncodingError(f"{where}: the {kind} encoding is not supported for full-zip fixed-width values")
+
+
+def fixed_per_value(enc: pb.CompressiveEncoding, rows: np.ndarray, n: int, where: str):
+    """``rows``: (n, bytes_per_value) uint8 (may be a strided view)."""
+    kind = _kind(enc, where)
+    w = f"{where}.{kind}"
+    if kind == "flat":
+        bits = _flat_bits(enc, w)
+        if bits % 8:
+            raise UnsupportedEncodingError(f"{w}: full-zip values of {bits} bits")
+        return Fixed(np.ascontiguousarray(rows).reshape(-1), bits, n)
+    if kind == "fixed_size_list":
+        fsl = enc.fixed_size_list
+        dim = int(fsl.items_per_value)
+        bits = _flat_bits(fsl.values, f"{w}.values")
+        if bits % 8:
+            raise UnsupportedEncodingError(f"{w}: full-zip items of {bits} bits")
+        if fsl.has_validity:
+            vb = (dim + 7) // 8
+            vbits = np.unpackbits(np.ascontiguousarray(rows[:, :vb]), axis=1, bitorder="little")[:, :dim]
+            validity = np.packbits(vbits.reshape(-1), bitorder="little")
+            child = Fixed(np.ascontiguousarray(rows[:, vb:]).reshape(-1), bits, n * dim)
+            return Fsl(child, dim, n, validity)
+        child = Fixed(np.ascontiguousarray(rows).reshape(-1), bits, n * dim)
+        return Fsl(child, dim, n)
+    if kind == "constant":
+        c = enc.constant
+        if not c.HasField("value"):
+            raise UnsupportedEncodingError(f"{w}: a constant encoding without a value")
+        v = np.frombuffer(bytes(c.value), dtype=np.uint8)
+        return Fixed(np.tile(v, n), v.size * 8, n)
+    raise UnsupportedEncodingError(f"{where}: the {kind} encoding is not supported for full-zip values")
+
+
+def var_per_value(enc: pb.CompressiveEncoding, offsets: np.ndarray, data: np.ndarray, where: str) -> Var:
+    kind = _kind(enc, where)
+    w = f"{where}.{kind}"
+    if kind == "variable":
+        _no_buffer_compression(enc.variable, "values", w)
+        _flat_bits(enc.variable.offsets, f"{w}.offsets")
+        return Var(offsets, data)
+    if kind == "fsst":
+        if _kind(enc.fsst.values, w) != "variable":
+            raise UnsupportedEncodingError(f"{w}: FSST over {_kind(enc.fsst.values, w)}")
+        return _fsst(enc.fsst.symbol_table, Var(offsets, data), w)
+    if kind == "general":
+        g = enc.general
+        pieces = [
+            general_decompress(g.compression, data[s:e], w)
+            for s, e in zip(offsets[:-1].tolist(), offsets[1:].tolist())
+        ]
+        sizes = np.asarray([p.size for p in pieces], dtype=np.int64)
+        new_offs = np.concatenate(([0], np.cumsum(sizes)))
+        joined = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
+        return Var(new_offs, joined)
+    raise UnsupportedEncodingError(f"{where}: the {kind} encoding is not supported for full-zip variable values")

@@ -1,0 +1,395 @@
+"""The mini-block layout writer (file formats 2.1 and 2.2).
+
+A mini-block page cuts a leaf's values into small chunks, each holding its own
+repetition levels, definition levels and value buffers, so any chunk decodes on
+its own.  Page buffers:
+
+0. one metadata word per chunk, u16 (2.1) or u32 (2.2):
+   ``((chunk_bytes / 8 - 1) << 4) | log2(values in chunk)``, log2 = 0 for the
+   last chunk (its count is whatever remains of ``num_items``);
+1. the chunks back to back;
+2. (lists only) the repetition index: per chunk, u64 (rows completed in the
+   chunk, levels left over after the last row start).
+
+A chunk is::
+
+    u16 num_levels | [u16 rep bytes] | [u16 def bytes] | value buffer sizes
+    (u16 each in 2.1, u32 in 2.2) | pad to 8 | rep | pad | def | pad |
+    value buffer 0 | pad | ...                       (padding bytes are 0xFE)
+
+Every chunk but the last holds a power-of-two number of values (at least two).
+A chunk ends right after the level of its last value, so null or empty lists
+that follow it open the next chunk, and one top-level row may span chunks.
+Levels are stored uncompressed as ``flat{16}``; values as ``flat``,
+``fixed_size_list{flat}``, ``variable{flat}`` or, for integers where it pays,
+``inline_bitpacking`` (:mod:`.bitpack_encode`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..protos import encodings21_pb2 as pb
+from . import bitpack_encode
+from .repdef_encode import PageLevels
+from .values_encode import FixedValues, LeafValues, VariableValues, flat
+
+#: aim for about this many value bytes per chunk (as Lance does)
+TARGET_VALUE_BYTES = 4096
+MAX_VALUES_PER_CHUNK = 4096
+#: split chunks above these sizes when they can be split
+SOFT_VALUE_BYTES = 2 * TARGET_VALUE_BYTES
+SOFT_LEVELS = 8192
+#: a 2.1 chunk size must fit 12 bits of 8-byte words
+MAX_CHUNK_BYTES_21 = 32 * 1024
+PAD = 0xFE
+VAR_PAD = 0x48
+
+
+class ChunkingError(Exception):
+    """The page cannot be cut into valid mini-block chunks (use another layout)."""
+
+
+def _pad8(n):
+    return (n + 7) // 8 * 8
+
+
+def _pow2_floor(x: int) -> int:
+    return 1 << (max(int(x), 1).bit_length() - 1)
+
+
+@dataclass
+class _Plan:
+    vs: np.ndarray  # first value of each chunk
+    ve: np.ndarray  # end value
+    ls: np.ndarray  # first level
+    le: np.ndarray  # end level
+
+
+def _initial_count(values: LeafValues, bitpack: int | None) -> int:
+    if bitpack:
+        return bitpack_encode.BLOCK
+    if isinstance(values, FixedValues):
+        bits = values.bits_per_value + (values.dim if values.item_validity is not None else 0)
+        n = _pow2_floor(TARGET_VALUE_BYTES * 8 // max(bits, 1))
+    else:
+        avg = values.nbytes() / max(values.n, 1)
+        n = _pow2_floor(int(TARGET_VALUE_BYTES / max(avg, 1.0)))
+    return int(min(max(n, 2), MAX_VALUES_PER_CHUNK))
+
+
+class _Sizer:
+    """Per-chunk byte sizes of every part of a chunk."""
+
+    def __init__(self, levels: PageLevels, values: LeafValues, large: bool, bitpack: int | None) -> None:
+        self.has_rep = levels.rep is not None
+        self.has_def = levels.defs is not None
+        self.values = values
+        self.large = large
+        self.bitpack = bitpack
+        self.nbuf = 2 if isinstance(values, FixedValues) and values.item_validity is not None else 1
+        # a bit-packed block is at most 8 + 8192 bytes and cannot be split usefully
+        self.soft_value_bytes = 2 * SOFT_VALUE_BYTES if bitpack else SOFT_VALUE_BYTES
+
+    def buffer_sizes(self, vs: np.ndarray, ve: np.ndarray) -> list[np.ndarray]:
+        v = self.values
+        n = ve - vs
+        if self.bitpack:
+            return [bitpack_encode.chunk_sizes(v, self.bitpack, vs, ve)]  # type: ignore[arg-type]
+        if isinstance(v, VariableValues):
+            ob = v.offset_bits // 8
+            raw = ob * (n + 1) + (v.offsets[ve] - v.offsets[vs])
+            return [(raw + ob - 1) // ob * ob]
+        sizes = []
+        if v.item_validity is not None:
+            sizes.append((n * v.dim + 7) // 8)
+        sizes.append((n * v.bits_per_value + 7) // 8)
+        return sizes
+
+    def sizes(self, p: _Plan):
+        nl = (p.le - p.ls) if (self.has_rep or self.has_def) else np.zeros(len(p.vs), dtype=np.int64)
+        hdr = 2 + 2 * self.has_rep + 2 * self.has_def + self.nbuf * (4 if self.large else 2)
+        bufs = self.buffer_sizes(p.vs, p.ve)
+        total = _pad8(hdr) + _pad8(2 * nl) * self.has_rep + _pad8(2 * nl) * self.has_def
+        for b in bufs:
+            total = total + _pad8(b)
+        return nl, hdr, bufs, total
+
+
+def _plan_chunks(levels: PageLevels, values: LeafValues, large: bool, bitpack: int | None) -> tuple[_Plan, _Sizer]:
+    V = values.n
+    L = levels.num_levels
+    lpos = None if levels.visible is None else np.flatnonzero(levels.visible)
+    sizer = _Sizer(levels, values, large, bitpack)
+
+    def level_bounds(vs: np.ndarray, ve: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        last = ve[:-1] - 1
+        le_inner = last + 1 if lpos is None else lpos[last] + 1
+        le = np.concatenate([le_inner, [L]]).astype(np.int64)
+        ls = np.concatenate([[0], le[:-1]]).astype(np.int64)
+        return ls, le
+
+    n0 = _initial_count(values, bitpack)
+    vs = np.arange(0, V, n0, dtype=np.int64)
+    ve = np.minimum(vs + n0, V)
+    ls, le = level_bounds(vs, ve)
+    plan = _Plan(vs, ve, ls, le)
+    for _ in range(64):
+        nl, _, bufs, total = sizer.sizes(plan)
+        vbytes = sum(bufs)
+        bad = (vbytes > sizer.soft_value_bytes) | (nl > SOFT_LEVELS)
+        if large:
+            bad |= nl > 65535 // 2
+        else:
+            bad |= total > MAX_CHUNK_BYTES_21
+        counts = plan.ve - plan.vs
+        is_last = np.zeros(len(counts), dtype=bool)
+        is_last[-1] = True
+        splittable = np.where(is_last, counts >= 3, counts >= 4)
+        todo = np.flatnonzero(bad & splittable)
+        if len(todo) == 0:
+            break
+        new_vs = [plan.vs]
+        for k in todo.tolist():
+            s, e = int(plan.vs[k]), int(plan.ve[k])
+            half = (e - s) // 2 if k < len(counts) - 1 else _pow2_floor(e - s - 1)
+            new_vs.append(np.array([s + half], dtype=np.int64))
+        vs = np.unique(np.concatenate(new_vs))
+        ve = np.concatenate([vs[1:], [V]]).astype(np.int64)
+        ls, le = level_bounds(vs, ve)
+        plan = _Plan(vs, ve, ls, le)
+    _check_hard_limits(sizer, plan, large)
+    return plan, sizer
+
+
+def _check_hard_limits(sizer: _Sizer, plan: _Plan, large: bool) -> None:
+    nl, _, bufs, total = sizer.sizes(plan)
+    if len(nl) and (nl.max() > 65535 or 2 * nl.max() > 65535):
+        raise ChunkingError("too many levels between two values for a mini-block chunk")
+    limit = (1 << 32) - 1 if large else 65535
+    for b in bufs:
+        if len(b) and b.max() > limit:
+            raise ChunkingError("a chunk value buffer is too large for a mini-block chunk")
+    if not large and len(total) and total.max() > MAX_CHUNK_BYTES_21:
+        raise ChunkingError("a mini-block chunk would exceed 32 KiB")
+    counts = plan.ve - plan.vs
+    if len(counts) > 1 and (counts[:-1] < 2).any():
+        raise ChunkingError("a mini-block chunk would hold a single value")
+
+
+_PADS = [bytes([PAD]) * i for i in range(8)]
+
+
+def _headers(sizer: _Sizer, nl, hdr: int, bufs, large: bool) -> np.ndarray:
+    K = len(nl)
+    width = _pad8(hdr)
+    out = np.full((K, width), PAD, dtype=np.uint8)
+    col = 0
+
+    def put(vals, dtype):
+        nonlocal col
+        b = np.ascontiguousarray(np.asarray(vals).astype(dtype)).view(np.uint8).reshape(K, -1)
+        out[:, col : col + b.shape[1]] = b
+        col += b.shape[1]
+
+    put(nl if (sizer.has_rep or sizer.has_def) else np.zeros(K), "<u2")
+    if sizer.has_rep:
+        put(2 * nl, "<u2")
+    if sizer.has_def:
+        put(2 * nl, "<u2")
+    for b in bufs:
+        put(b, "<u4" if large else "<u2")
+    return out
+
+
+def _bits_chunks(bits: np.ndarray, per_value: int, vs: np.ndarray, ve: np.ndarray) -> list:
+    """Each chunk's bits packed LSB-first from bit 0 of its own buffer."""
+    starts = vs * per_value
+    if len(starts) == 0 or (starts % 8 == 0).all():
+        packed = np.packbits(bits, bitorder="little")
+        return [packed[s // 8 : (e * per_value + 7) // 8] for s, e in zip(starts.tolist(), ve.tolist())]
+    return [np.packbits(bits[s * per_value : e * per_value], bitorder="little") for s, e in zip(vs.tolist(), ve.tolist())]
+
+
+def _value_pieces(values: LeafValues, plan: _Plan, bitpack: int | None) -> list[list]:
+    """Per value buffer, the bytes of each chunk (before 8-byte padding)."""
+    vs, ve = plan.vs, plan.ve
+    if bitpack:
+        return [bitpack_encode.chunk_blocks(values, bitpack, vs, ve)]  # type: ignore[arg-type]
+    if isinstance(values, VariableValues):
+        ob = values.offset_bits // 8
+        counts = ve - vs + 1
+        K = len(vs)
+        first = np.repeat(vs, counts)
+        pos = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        base = values.offsets[vs] - ob * counts
+        rebased = values.offsets[first + pos] - np.repeat(base, counts)
+        offs = rebased.astype("<u4" if ob == 4 else "<u8").view(np.uint8)
+        ends = np.cumsum(counts) * ob
+        starts = ends - counts * ob
+        lo, hi = values.offsets[vs], values.offsets[ve]
+        pads = ((-(counts * ob + hi - lo)) % ob).tolist()
+        offs_mv, data_mv = memoryview(offs), memoryview(values.data)
+        var_pads = [bytes([VAR_PAD]) * i for i in range(8)]
+        pieces = [
+            (offs_mv[a:b], data_mv[c:d], var_pads[p])
+            for a, b, c, d, p in zip(starts.tolist(), ends.tolist(), lo.tolist(), hi.tolist(), pads)
+        ]
+        return [pieces]
+    out = []
+    if values.item_validity is not None:
+        out.append(_bits_chunks(values.item_validity, values.dim, vs, ve))
+    if values.is_bits:
+        out.append(_bits_chunks(values.data, values.bits_per_value, vs, ve))
+    else:
+        w = values.width
+        d = values.data
+        out.append([d[s * w : e * w] for s, e in zip(vs.tolist(), ve.tolist())])
+    return out
+
+
+def _serialize_general(levels: PageLevels, values: LeafValues, plan: _Plan, sizer: _Sizer, large: bool):
+    nl, hdr, bufs, total = sizer.sizes(plan)
+    headers = _headers(sizer, nl, hdr, bufs, large)
+    vpieces = _value_pieces(values, plan, sizer.bitpack)
+    rep = memoryview(levels.rep.view(np.uint8)) if levels.rep is not None else None  # type: ignore[union-attr]
+    dfs = memoryview(levels.defs.view(np.uint8)) if levels.defs is not None else None  # type: ignore[union-attr]
+    ls, le = plan.ls.tolist(), plan.le.tolist()
+    hw = headers.shape[1]
+    hdr = memoryview(headers.reshape(-1))
+    out: list = []
+    append = out.append
+    for k in range(len(ls)):
+        append(hdr[k * hw : (k + 1) * hw])
+        nbytes = 2 * (le[k] - ls[k])
+        pad = _PADS[(-nbytes) % 8]
+        if rep is not None:
+            append(rep[2 * ls[k] : 2 * le[k]])
+            append(pad)
+        if dfs is not None:
+            append(dfs[2 * ls[k] : 2 * le[k]])
+            append(pad)
+        for pieces in vpieces:
+            piece = pieces[k]
+            if isinstance(piece, tuple):
+                n = 0
+                for part in piece:
+                    append(part)
+                    n += len(part)
+            else:
+                append(piece)
+                n = memoryview(piece).nbytes
+            append(_PADS[(-n) % 8])
+    data = b"".join(out)
+    assert len(data) == int(total.sum())
+    return data, total
+
+
+def _serialize_uniform(levels: PageLevels, values: FixedValues, plan: _Plan, sizer: _Sizer, large: bool):
+    """Fast path: fixed-width values, no repetition, equal full chunks."""
+    n0 = int(plan.ve[0] - plan.vs[0])
+    V = values.n
+    full = V // n0
+    if full == len(plan.vs) and full > 0:
+        full -= 1  # serialize the last chunk with the general path (same bytes)
+    nl, hdr, bufs, total = sizer.sizes(plan)
+    if full == 0:
+        return _serialize_general(levels, values, plan, sizer, large)
+    row = int(total[0])
+    out = np.full((full, row), PAD, dtype=np.uint8)
+    hdr_row = _headers(sizer, nl[:1], hdr, [b[:1] for b in bufs], large)[0]
+    out[:, : len(hdr_row)] = hdr_row
+    col = len(hdr_row)
+    if levels.defs is not None:
+        d = levels.defs[: full * n0].view(np.uint8).reshape(full, 2 * n0)
+        out[:, col : col + 2 * n0] = d
+        col += _pad8(2 * n0)
+    if values.is_bits:
+        packed = np.packbits(values.data[: full * n0 * values.bits_per_value], bitorder="little")
+        vb = n0 * values.bits_per_value // 8
+        out[:, col : col + vb] = packed.reshape(full, vb)
+    else:
+        vb = n0 * values.width
+        out[:, col : col + vb] = values.data[: full * vb].reshape(full, vb)
+    tail_plan = _Plan(plan.vs[full:] - full * n0, plan.ve[full:] - full * n0, plan.ls[full:] - full * n0, plan.le[full:] - full * n0)
+    tail_levels = PageLevels(
+        None, None if levels.defs is None else levels.defs[full * n0 :], levels.layers, None, levels.num_levels - full * n0
+    )
+    bpv = values.bits_per_value
+    tail_values = FixedValues(
+        V - full * n0,
+        bpv,
+        values.data[full * n0 * (bpv if values.is_bits else values.width) :],
+        values.dim,
+        values.item_bits,
+    )
+    tail, _ = _serialize_general(tail_levels, tail_values, tail_plan, sizer, large)
+    data = b"".join([out.reshape(-1), tail]) if tail else out.reshape(-1)
+    return data, total
+
+
+def repetition_index(rep: np.ndarray, max_rep: int, plan: _Plan) -> np.ndarray:
+    """Per chunk (rows completed in it, levels after its last row start), as u64 pairs."""
+    L = len(rep)
+    starts = np.flatnonzero(rep == max_rep)
+    ls, le = plan.ls, plan.le
+    K = len(ls)
+    inner = np.searchsorted(starts, le, "left") - np.searchsorted(starts, ls, "right")
+    nxt = np.zeros(K, dtype=bool)
+    if K > 1:
+        nxt[:-1] = rep[np.minimum(le[:-1], L - 1)] == max_rep
+    rows = inner + nxt
+    rows[-1] = inner[-1] + 1
+    j = np.searchsorted(starts, le, "left") - 1
+    last_start = np.maximum(np.where(j >= 0, starts[np.maximum(j, 0)], 0), ls)
+    left = np.where(nxt, 0, le - last_start)
+    left[-1] = 0
+    return np.stack([rows, left], axis=1).astype("<u8").reshape(-1)
+
+
+def encode_miniblock(levels: PageLevels, values: LeafValues, max_rep: int, large: bool):
+    """Buffers and the PageLayout for a mini-block page.
+
+    Raises :class:`ChunkingError` when the page cannot be chunked (too many
+    invisible items between two values, or values too wide).
+    """
+    bitpack = bitpack_encode.choose(values) if isinstance(values, FixedValues) else None
+    plan, sizer = _plan_chunks(levels, values, large, bitpack)
+    uniform = (
+        not bitpack
+        and isinstance(values, FixedValues)
+        and levels.rep is None
+        and values.item_validity is None
+        and len(plan.vs) > 1
+        and (not values.is_bits or (int(plan.ve[0]) * values.bits_per_value) % 8 == 0)
+        and bool(((plan.ve[:-1] - plan.vs[:-1]) == (plan.ve[0] - plan.vs[0])).all())
+    )
+    if uniform:
+        data, total = _serialize_uniform(levels, values, plan, sizer, large)  # type: ignore[arg-type]
+    else:
+        data, total = _serialize_general(levels, values, plan, sizer, large)
+    counts = plan.ve - plan.vs
+    logs = np.zeros(len(counts), dtype=np.int64)
+    logs[:-1] = np.log2(counts[:-1]).astype(np.int64)
+    words = (((total // 8) - 1) << 4) | logs
+    meta = words.astype("<u4" if large else "<u2")
+
+    layout = pb.PageLayout()
+    mb = layout.mini_block_layout
+    if levels.rep is not None:
+        mb.rep_compression.CopyFrom(flat(16))
+    if levels.defs is not None:
+        mb.def_compression.CopyFrom(flat(16))
+    mb.value_compression.CopyFrom(bitpack_encode.encoding(bitpack) if bitpack else values.encoding())
+    mb.layers.extend(levels.layers)
+    mb.num_buffers = sizer.nbuf
+    mb.num_items = values.n
+    if large:
+        mb.has_large_chunk = True
+    buffers = [meta, data]
+    if levels.rep is not None:
+        mb.repetition_index_depth = 1
+        buffers.append(repetition_index(levels.rep, max_rep, plan))
+    return buffers, layout

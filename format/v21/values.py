@@ -1,0 +1,258 @@
+"""Decoded value blocks and their conversion to Arrow arrays.
+
+Decoders produce one of these intermediate forms (numpy views where the bytes
+allow, so a single-chunk page is never copied):
+
+* :class:`Fixed` - ``n`` values of ``bits`` bits back to back (``bits == 1`` is an
+  LSB-first bitmap starting at ``bit_offset``);
+* :class:`Var` - variable-width values: ``offsets`` (n + 1, any start) into ``data``;
+* :class:`Fsl` - fixed-size lists of a :class:`Fixed` child with optional item validity;
+* :class:`ArrowValues` - an already built Arrow array (dictionary lookups, constants).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import CorruptFileError, UnsupportedEncodingError
+
+U8 = np.dtype(np.uint8)
+
+
+@dataclass
+class Fixed:
+    data: np.ndarray  # uint8
+    bits: int
+    n: int
+    bit_offset: int = 0
+
+    def typed(self, signed: bool = False) -> np.ndarray:
+        """The values as an unsigned (or signed) numpy integer array (bits 8..64)."""
+        if self.bits not in (8, 16, 32, 64):
+            raise CorruptFileError(None, f"cannot read {self.bits}-bit values as integers")
+        width = self.bits // 8
+        need = self.n * width
+        if self.data.size < need:
+            raise CorruptFileError(None, f"value buffer holds {self.data.size} bytes, {need} needed")
+        dt = np.dtype(f"<{'i' if signed else 'u'}{width}")
+        return self.data[:need].view(dt) if self.data.flags.c_contiguous else np.frombuffer(self.data[:need].tobytes(), dt)
+
+
+@dataclass
+class Var:
+    offsets: np.ndarray  # integer, n + 1
+    data: np.ndarray  # uint8
+
+    @property
+    def n(self) -> int:
+        return int(self.offsets.size) - 1
+
+
+@dataclass
+class Fsl:
+    child: Fixed
+    dim: int
+    n: int
+    validity: np.ndarray | None = None  # uint8 bitmap of n * dim item bits
+
+
+@dataclass
+class ArrowValues:
+    array: pa.Array
+
+    @property
+    def n(self) -> int:
+        return len(self.array)
+
+
+def as_u8(buf) -> np.ndarray:
+    if isinstance(buf, np.ndarray):
+        return buf.reshape(-1).view(np.uint8) if buf.dtype != U8 else buf.reshape(-1)
+    if buf is None:
+        return np.zeros(0, dtype=np.uint8)
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def u16_at(data: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    return data[pos].astype(np.int64) | (data[pos + 1].astype(np.int64) << 8)
+
+
+def u32_at(data: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    return u16_at(data, pos) | (u16_at(data, pos + 2) << 16)
+
+
+def u64_at(data: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    return u32_at(data, pos) | (u32_at(data, pos + 4) << 32)
+
+
+def uint_at(data: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    if width == 1:
+        return data[pos].astype(np.int64)
+    if width == 2:
+        return u16_at(data, pos)
+    if width == 4:
+        return u32_at(data, pos)
+    if width == 8:
+        return u64_at(data, pos)
+    raise CorruptFileError(None, f"unsupported integer width {width}")
+
+
+def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenate ``data[starts[i] : starts[i] + lengths[i]]`` (a view when there is one piece)."""
+    n = starts.size
+    if n == 0:
+        return np.zeros(0, dtype=data.dtype)
+    if n == 1:
+        s = int(starts[0])
+        return data[s : s + int(lengths[0])]
+    ends = starts + lengths
+    if int(ends.max()) > data.size or int(starts.min()) < 0:
+        raise CorruptFileError(None, "a chunk buffer runs past the end of its page buffer")
+    # contiguous pieces: one slice
+    if np.array_equal(starts[1:], ends[:-1]):
+        return data[int(starts[0]) : int(ends[-1])]
+    # a run of equally sized, equally spaced pieces: one strided copy
+    L = int(lengths[0])
+    if n > 2 and L > 0:
+        steps = np.diff(starts)
+        step = int(steps[0])
+        same = (lengths[:-1] == L) & (steps == step)
+        k = int(np.argmin(same)) if not same.all() else n - 1
+        if k >= 8 and step >= L:
+            view = np.lib.stride_tricks.as_strided(
+                data[int(starts[0]) :], shape=(k, L), strides=(step * data.itemsize, data.itemsize), writeable=False
+            )
+            head = view.reshape(-1)
+            if k == n:
+                return head
+            tail = gather(data, starts[k:], lengths[k:])
+            return np.concatenate([head, tail])
+    s_list = starts.tolist()
+    e_list = ends.tolist()
+    return np.concatenate([data[s:e] for s, e in zip(s_list, e_list)])
+
+
+def concat_bits(pieces: list[tuple[np.ndarray, int, int]]) -> tuple[np.ndarray, int]:
+    """Concatenate LSB-first bitmaps given as (bytes, bit offset, bit count)."""
+    if len(pieces) == 1:
+        return pieces[0][0], pieces[0][1]
+    if all(off == 0 and (cnt % 8 == 0 or i == len(pieces) - 1) for i, (_, off, cnt) in enumerate(pieces)):
+        return np.concatenate([b[: (cnt + 7) // 8] for b, _, cnt in pieces]), 0
+    bits = np.concatenate([np.unpackbits(b, bitorder="little")[off : off + cnt] for b, off, cnt in pieces])
+    return np.packbits(bits, bitorder="little"), 0
+
+
+def bitmap_from_bool(valid: np.ndarray, offset: int = 0) -> pa.Buffer:
+    if offset:
+        valid = np.concatenate([np.zeros(offset, dtype=bool), valid])
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def buf(arr: np.ndarray) -> pa.Buffer:
+    return pa.py_buffer(np.ascontiguousarray(arr))
+
+
+def fixed_bits(t: pa.DataType) -> int | None:
+    """Bit width of a fixed-width Arrow type (None for others)."""
+    if pa.types.is_boolean(t):
+        return 1
+    if pa.types.is_fixed_size_binary(t):
+        return t.byte_width * 8
+    try:
+        return t.bit_width
+    except ValueError:
+        return None
+
+
+def is_var(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_large_binary(t)
+    )
+
+
+def is_large_var(t: pa.DataType) -> bool:
+    return pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+
+
+def _offsets_for(t: pa.DataType, offsets: np.ndarray) -> np.ndarray:
+    if is_large_var(t):
+        return offsets.astype(np.int64, copy=False)
+    if offsets.dtype == np.int32:
+        return offsets
+    if offsets.size and int(offsets[-1]) > 2**31 - 1:
+        raise UnsupportedEncodingError(f"{t} values exceed 2 GiB in one read; read fewer rows at a time")
+    return offsets.astype(np.int32)
+
+
+def to_arrow(v, t: pa.DataType) -> pa.Array:
+    """Turn a decoded block into an Arrow array of type ``t`` (no validity)."""
+    if isinstance(v, ArrowValues):
+        a = v.array
+        if not a.type.equals(t):
+            raise CorruptFileError(None, f"decoded {a.type} values for a {t} column")
+        return a
+    if isinstance(v, Var):
+        if not is_var(t):
+            raise CorruptFileError(None, f"variable-width values found for a {t} column")
+        offs = _offsets_for(t, v.offsets)
+        return pa.Array.from_buffers(t, v.n, [None, buf(offs), buf(v.data)])
+    if isinstance(v, Fsl):
+        if not pa.types.is_fixed_size_list(t):
+            raise CorruptFileError(None, f"fixed-size-list values found for a {t} column")
+        if t.list_size != v.dim:
+            raise CorruptFileError(None, f"fixed-size list of {v.dim} values found for a {t} column")
+        child_t = t.value_type
+        child = to_arrow(v.child, child_t)
+        if v.validity is not None:
+            child = pa.Array.from_buffers(
+                child_t, len(child), [pa.py_buffer(v.validity)] + child.buffers()[1:], offset=child.offset
+            )
+        return pa.Array.from_buffers(t, v.n, [None], children=[child])
+    if isinstance(v, Fixed):
+        if pa.types.is_fixed_size_list(t):
+            # a vector stored as one wide value (e.g. flat of 4096 bits)
+            width = fixed_bits(t.value_type)
+            if width is None or width * t.list_size != v.bits:
+                raise CorruptFileError(None, f"{v.bits}-bit values found for a {t} column")
+            child = Fixed(v.data, width, v.n * t.list_size)
+            return to_arrow(Fsl(child, t.list_size, v.n), t)
+        want = fixed_bits(t)
+        if want is None or want != v.bits:
+            raise CorruptFileError(None, f"{v.bits}-bit values found for a {t} column")
+        if v.bits == 1:
+            return pa.Array.from_buffers(t, v.n, [None, buf(v.data)], offset=v.bit_offset)
+        need = v.n * v.bits // 8
+        if v.data.size < need:
+            raise CorruptFileError(None, f"value buffer holds {v.data.size} bytes, {need} needed")
+        return pa.Array.from_buffers(t, v.n, [None, buf(v.data[:need])])
+    raise TypeError(f"unexpected decoded block {type(v).__name__}")
+
+
+def with_validity(arr: pa.Array, valid: np.ndarray | None) -> pa.Array:
+    """``arr`` (no nulls) with the validity ``valid`` (bool per value) applied."""
+    if valid is None:
+        return arr
+    if len(valid) != len(arr):
+        raise CorruptFileError(None, f"{len(valid)} validity bits for {len(arr)} values")
+    t = arr.type
+    bitmap = bitmap_from_bool(valid, arr.offset)
+    if pa.types.is_null(t):
+        return arr
+    if pa.types.is_fixed_size_list(t):
+        return pa.Array.from_buffers(t, len(arr), [bitmap], offset=arr.offset, children=[arr.values])
+    if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        raise TypeError("with_validity is for leaf arrays")
+    return pa.Array.from_buffers(t, len(arr), [bitmap] + arr.buffers()[1:], offset=arr.offset)
+
+
+def repeat_scalar(arr1: pa.Array, n: int) -> pa.Array:
+    """An array of ``n`` copies of the single value in ``arr1``."""
+    if n == 0:
+        return arr1.slice(0, 0)
+    return arr1.take(pa.array(np.zeros(n, dtype=np.int32)))
