@@ -50,7 +50,13 @@ def _matches(table, reader: FragmentReader, names: list[str], expr) -> tuple[np.
 
 def _with_deletions(table, frag: table_pb2.DataFragment, reader: FragmentReader, rows: np.ndarray,
                     read_version: int) -> table_pb2.DataFragment | None:
-    """A copy of ``frag`` with ``rows`` also deleted; None if nothing is left."""
+    """A copy of ``frag`` with ``rows`` also deleted; None if nothing is left.
+
+    The newly deleted rows are recorded on ``table._affected`` so a rebase can
+    merge them into a concurrent writer's deletion vector."""
+    affected = getattr(table, "_affected", None)
+    if affected is not None:
+        affected[frag.id] = np.asarray(rows, dtype=np.int64)
     deleted = np.union1d(reader.deleted_rows().astype(np.int64), rows.astype(np.int64))
     if len(deleted) >= frag.physical_rows:
         return None

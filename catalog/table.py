@@ -15,12 +15,20 @@ import numpy as np
 import pyarrow as pa
 
 from commit import store as tstore
-from commit.committer import RetryPolicy, commit_transaction, fragment_live_rows, new_transaction
-from commit.errors import CommitConflictError, TableNotFoundError, VersionNotFoundError
+from commit.committer import RetryPolicy, check_coordinator, commit_transaction, fragment_live_rows, new_transaction
+from commit.errors import (
+    CommitConflictError,
+    CoordinatorMismatchError,
+    TableNotFoundError,
+    TooMuchContentionError,
+    VersionNotFoundError,
+)
+from commit.handlers import CommitHandler, ExternalCommitHandler, NativeCommitHandler
 from format import manifest as mf
 from format import schema as lschema
 from format.container import normalize_version
 from format.protos import table_pb2, transaction_pb2
+from stores.manifest_store import normalize_table_uri, open_manifest_store
 from stores.object_store import ObjectStore, open_object_store
 
 from . import data as ldata
@@ -40,12 +48,23 @@ def _naming(naming: str | mf.NamingScheme) -> mf.NamingScheme:
         raise InvalidArgumentError(f"naming scheme must be 'V1' or 'V2', got {naming!r}") from exc
 
 
+def make_handler(uri: str, commit_store=None) -> CommitHandler:
+    """The commit handler for a table: native, or through an external store
+    (a URL or an already opened ManifestStore)."""
+    if commit_store is None:
+        return NativeCommitHandler()
+    ms = open_manifest_store(commit_store) if isinstance(commit_store, str) else commit_store
+    return ExternalCommitHandler(ms, normalize_table_uri(uri))
+
+
 class Table:
     """A Lance table at one version."""
 
-    def __init__(self, store: ObjectStore, mfile: mf.ManifestFile, *, max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE) -> None:
+    def __init__(self, store: ObjectStore, mfile: mf.ManifestFile, *, handler: CommitHandler | None = None,
+                 max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE) -> None:
         self._store = store
         self._mfile = mfile
+        self._handler = handler or NativeCommitHandler()
         self.max_rows_per_file = max_rows_per_file
         self._load_schema()
 
@@ -62,21 +81,26 @@ class Table:
         mode: str = "create",
         stable_row_ids: bool = False,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        commit_store=None,
         storage_options: dict | None = None,
     ) -> "Table":
         """Create a table from data (Arrow, pandas, ...) or from a pyarrow schema.
 
+        ``commit_store`` names an external manifest store (``redis://...``,
+        ``dynamodb:///TABLE?...``, a SQLAlchemy URL) that coordinates commits;
+        without it, the object store's own put-if-not-exists does.
         ``mode="create"`` refuses an existing table; ``"overwrite"`` replaces it."""
         store = open_object_store(uri, storage_options)
+        handler = make_handler(uri, commit_store)
         version = normalize_version(file_version)
         scheme = _naming(naming)
         if mode not in ("create", "overwrite"):
             raise InvalidArgumentError(f"mode must be 'create' or 'overwrite', got {mode!r}")
         existing, _ = tstore.list_versions(store)
-        if existing:
+        if existing or (handler.kind != "native" and handler.ms.latest(handler.table_key) is not None):
             if mode == "create":
-                raise TableExistsError(f"a table already exists at {store.uri} (version {max(existing)}); open it, or pass mode='overwrite'")
-            table = cls.open(uri, storage_options=storage_options)
+                raise TableExistsError(f"a table already exists at {store.uri}; open it, or pass mode='overwrite'")
+            table = cls.open(uri, commit_store=commit_store, storage_options=storage_options)
             table.overwrite(data_or_schema)
             return table
         if isinstance(data_or_schema, pa.Schema):
@@ -91,19 +115,37 @@ class Table:
         txn.overwrite.schema.extend(lschema.fields_to_protos(fields))
         for k, v in (schema.metadata or {}).items():
             txn.overwrite.schema_metadata[k.decode()] = v
+        for k, v in handler.config().items():
+            txn.overwrite.config_upsert_values[k] = v
         try:
-            mfile = commit_transaction(store, txn, None, data_format=version, naming=scheme, stable_row_ids=stable_row_ids)
+            mfile = commit_transaction(store, txn, None, handler=handler, data_format=version, naming=scheme,
+                                       stable_row_ids=stable_row_ids)
         except CommitConflictError as exc:
             raise TableExistsError(f"a table was created at {store.uri} concurrently") from exc
-        return cls(store, mfile, max_rows_per_file=max_rows_per_file)
+        if hasattr(handler, "adopt"):
+            handler.adopt(handler.incarnation)
+        return cls(store, mfile, handler=handler, max_rows_per_file=max_rows_per_file)
 
     @classmethod
-    def open(cls, uri: str, version: int | str | None = None, *, storage_options: dict | None = None) -> "Table":
+    def open(cls, uri: str, version: int | str | None = None, *, commit_store=None,
+             storage_options: dict | None = None) -> "Table":
         """Open the latest version, a version number, or a tag name."""
         store = open_object_store(uri, storage_options)
+        handler = make_handler(uri, commit_store)
         if isinstance(version, str):
             version = Tags(store).get(version)["version"]
-        return cls(store, tstore.load_manifest(store, version))
+        try:
+            mfile = handler.load(store, version)
+        except TableNotFoundError:
+            if handler.kind != "native" and tstore.list_versions(store)[0]:
+                raise CoordinatorMismatchError(
+                    f"{store.uri} is a table committed without an external store; open it without commit_store"
+                ) from None
+            raise
+        inc = mfile.manifest.config.get("tessera.commit.incarnation")
+        if inc and hasattr(handler, "adopt"):
+            handler.adopt(inc)
+        return cls(store, mfile, handler=handler)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -150,19 +192,25 @@ class Table:
         return Tags(self._store)
 
     def latest_version(self) -> int:
-        return tstore.latest_version(self._store)
+        return self._handler.latest_version(self._store)
 
     def refresh(self) -> "Table":
         """Move this object to the latest version."""
-        self._mfile = tstore.load_manifest(self._store)
+        self._mfile = self._handler.load(self._store)
         self._load_schema()
         return self
+
+    def repair(self) -> list[str]:
+        """Finish half-done commits (external stores); returns what could not be finished."""
+        repair = getattr(self._handler, "repair", None)
+        return repair(self._store) if repair else []
 
     def checkout(self, version: int | str) -> "Table":
         """A new Table at ``version`` (a number or a tag)."""
         if isinstance(version, str):
             version = self.tags.get(version)["version"]
-        return Table(self._store, tstore.load_manifest(self._store, version), max_rows_per_file=self.max_rows_per_file)
+        return Table(self._store, self._handler.load(self._store, version), handler=self._handler,
+                     max_rows_per_file=self.max_rows_per_file)
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r}, version={self.version}, rows={self.count_rows()})"
@@ -174,27 +222,28 @@ class Table:
         mf.check_flags(self.manifest, writing=True)
 
     def _commit(self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, **kw) -> None:
-        self._mfile = commit_transaction(self._store, txn, base, **kw)
+        self._mfile = commit_transaction(self._store, txn, base, handler=self._handler, **kw)
         self._load_schema()
 
     def _run(self, build: Callable[["Table", mf.ManifestFile], transaction_pb2.Transaction | None]) -> None:
         """Build a transaction on this version and commit it; when a concurrent
         commit conflicts, re-run ``build`` on the latest version (bounded)."""
         self._check_writable()
+        check_coordinator(self.manifest, self._handler, self.uri)
         base = self._mfile
         for attempt in range(MAX_OPERATION_RETRIES):
-            view = self if base is self._mfile else Table(self._store, base, max_rows_per_file=self.max_rows_per_file)
+            view = self if base is self._mfile else Table(self._store, base, handler=self._handler,
+                                                          max_rows_per_file=self.max_rows_per_file)
+            view._affected = {}
             txn = build(view, base)
             if txn is None:
                 return
             try:
-                self._commit(txn, base)
+                self._commit(txn, base, affected_rows=view._affected)
                 return
             except CommitConflictError as exc:
                 log.info("%s: %s; re-running on the latest version (attempt %d)", self.uri, exc, attempt + 1)
-                base = tstore.load_manifest(self._store)
-        from commit.errors import TooMuchContentionError
-
+                base = self._handler.load(self._store)
         raise TooMuchContentionError(f"{self.uri}: gave up after {MAX_OPERATION_RETRIES} conflicting attempts")
 
     def _write(self, data, schema: pa.Schema | None = None, fields=None) -> list[table_pb2.DataFragment]:
@@ -209,17 +258,23 @@ class Table:
     def append(self, data) -> "Table":
         """Append rows; their columns must match the table's (by name)."""
         self._check_writable()
+        check_coordinator(self.manifest, self._handler, self.uri)
         frags = self._write(data)
         if not frags:
             return self
-        txn = new_transaction(self.version)
-        txn.append.fragments.extend(frags)
-        self._commit(txn, self._mfile)
+
+        def build(view: "Table", base: mf.ManifestFile) -> transaction_pb2.Transaction:
+            txn = new_transaction(base.version)
+            txn.append.fragments.extend(frags)
+            return txn
+
+        self._run(build)
         return self
 
     def overwrite(self, data) -> "Table":
         """Replace every row; the new data may have a new schema."""
         self._check_writable()
+        check_coordinator(self.manifest, self._handler, self.uri)
         if isinstance(data, pa.Schema):
             schema, source = data, []
         else:
@@ -297,8 +352,9 @@ class Table:
         if isinstance(version, str):
             version = self.tags.get(version)["version"]
         self._check_writable()
-        old = tstore.load_manifest(self._store, version)
-        latest = tstore.load_manifest(self._store)
+        check_coordinator(self.manifest, self._handler, self.uri)
+        old = self._handler.load(self._store, version)
+        latest = self._handler.load(self._store)
         txn = new_transaction(latest.version)
         txn.restore.version = version
         self._commit(txn, latest, restore_from=old)
@@ -373,11 +429,10 @@ class Table:
 
     def versions(self) -> list[dict]:
         """Every version: number, timestamp, operation, rows added and removed."""
-        versions, _ = tstore.list_versions(self._store)
         out, prev = [], None
-        for v in sorted(versions):
+        for v in self._handler.versions_after(self._store, 0):
             try:
-                mfile = tstore.load_manifest(self._store, v)
+                mfile = self._handler.load(self._store, v)
             except VersionNotFoundError:
                 continue
             m = mfile.manifest

@@ -32,3 +32,25 @@ class TableNotFoundError(CommitError, FileNotFoundError):
 
 class VersionNotFoundError(CommitError, LookupError):
     """The requested version does not exist."""
+
+
+class CommitOutcomeUnknownError(CommitError):
+    """The store did not say whether our version was recorded, and reading it
+    back did not tell either.  Nothing was deleted: a later open finishes the
+    commit if it happened.  Check the table's history before retrying."""
+
+
+class UnrecoverableCommitError(CommitError):
+    """A version's row points at neither a staged nor a final manifest."""
+
+    def __init__(self, version: int, path: str, table: str) -> None:
+        self.version, self.path, self.table = version, path, table
+        super().__init__(
+            f"version {version} of {table} is recorded in the manifest store at {path!r}, "
+            f"but neither that staged manifest nor the final one exists; "
+            f"run `tessera repair {table}` (Table.repair()) to decide what to do with it"
+        )
+
+
+class CoordinatorMismatchError(CommitError):
+    """The table is coordinated by another commit coordinator than this writer's."""

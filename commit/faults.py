@@ -1,0 +1,34 @@
+"""Named fault-injection points on the commit path.
+
+Production code calls :func:`point` at each step boundary; nothing happens
+unless a test registered an action for that name (for example ``os._exit`` to
+simulate a crash between two steps, which no real store can be asked to do).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+_actions: dict[str, Callable[[], None]] = {}
+
+STAGED = "after_stage"
+RESERVED = "after_reserve"
+COPIED = "after_copy"
+FLIPPED = "after_flip"
+
+
+def point(name: str) -> None:
+    action = _actions.get(name)
+    if action is not None:
+        action()
+
+
+def set_action(name: str, action: Callable[[], None] | None) -> None:
+    if action is None:
+        _actions.pop(name, None)
+    else:
+        _actions[name] = action
+
+
+def clear() -> None:
+    _actions.clear()
