@@ -79,7 +79,15 @@ def _touched(txn: transaction_pb2.Transaction) -> set[int]:
     if op == "data_replacement":
         return {g.fragment_id for g in txn.data_replacement.replacements}
     if op == "create_index":
-        return set()
+        # the fragments the new indices cover (an index without a bitmap covers all)
+        from pyroaring import BitMap
+
+        out: set[int] = set()
+        for idx in txn.create_index.new_indices:
+            if not idx.fragment_bitmap:
+                return {-1}
+            out |= set(BitMap.deserialize(idx.fragment_bitmap))
+        return out
     return set()
 
 
@@ -132,7 +140,10 @@ def check(ours: transaction_pb2.Transaction, theirs: transaction_pb2.Transaction
         if _config_keys(ours) & _config_keys(theirs):
             raise Incompatible(f"this {mine} and a concurrent {other} set the same config keys")
         return
-    overlap = _touched(ours) & _touched(theirs)
+    mine_t, theirs_t = _touched(ours), _touched(theirs)
+    if -1 in mine_t and theirs_t or -1 in theirs_t and mine_t:
+        raise RetryableConflict(f"this {mine} and a concurrent {other} may touch the same fragments")
+    overlap = mine_t & theirs_t
     if not overlap:
         return
     if mine in ("delete", "update") and other in ("delete", "update"):
