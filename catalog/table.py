@@ -425,6 +425,22 @@ class Table:
         inverse[np.concatenate(order)] = np.arange(idx.size)
         return table.take(pa.array(inverse))
 
+    # -- maintenance ---------------------------------------------------------------------
+
+    def cleanup_orphans(self, older_than: dt.timedelta | None = None, *, dry_run: bool = False):
+        """Remove files of failed commits (unreferenced data, deletion and
+        transaction files, stale staged manifests) older than ``older_than``."""
+        from commit.cleanup import DEFAULT_ORPHAN_AGE, referenced_paths, remove_orphans
+
+        versions = self._handler.versions_after(self._store, 0)
+        manifests = [self._handler.load(self._store, v) for v in versions]
+        protect: set[str] = set()
+        ms = getattr(self._handler, "ms", None)
+        if ms is not None:
+            protect = {r.path for r in ms.versions_after(self._handler.table_key, 0) if not r.is_final}
+        return remove_orphans(self._store, referenced_paths(self._store, manifests),
+                              older_than if older_than is not None else DEFAULT_ORPHAN_AGE, protect, dry_run)
+
     # -- history -------------------------------------------------------------------------
 
     def versions(self) -> list[dict]:

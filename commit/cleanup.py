@@ -1,0 +1,87 @@
+"""Clean-up of what failed commits leave behind.
+
+Data files, deletion files and transaction files that no version references,
+and staged manifests that no manifest-store row points at, are removed once
+they are older than a threshold — never while young, since a commit in flight
+writes its files before it wins its version.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass, field
+
+from format import deletion as ldeletion
+from format import manifest as mf
+from stores.object_store import ObjectStore
+
+from . import store as tstore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ORPHAN_AGE = dt.timedelta(days=1)
+_PREFIXES = ("data", "_deletions", tstore.TRANSACTIONS_DIR, tstore.VERSIONS_DIR)
+
+
+@dataclass
+class CleanupReport:
+    removed: list[str] = field(default_factory=list)
+    kept_young: int = 0
+    bytes_removed: int = 0
+
+
+def referenced_paths(store: ObjectStore, manifests: list[mf.ManifestFile]) -> set[str]:
+    """Every object the given versions need, relative to the table root."""
+    out: set[str] = set()
+    for mfile in manifests:
+        m = mfile.manifest
+        if m.transaction_file:
+            out.add(f"{tstore.TRANSACTIONS_DIR}/{m.transaction_file}")
+        for frag in m.fragments:
+            for df in frag.files:
+                out.add(f"data/{df.path}")
+            if frag.HasField("deletion_file"):
+                out.add(ldeletion.deletion_file_path(frag.id, frag.deletion_file))
+            for which in ("external_row_ids", "external_created_at_versions", "external_last_updated_at_versions"):
+                if frag.HasField(which):
+                    out.add(getattr(frag, which).path)
+    return out
+
+
+def remove_orphans(
+    store: ObjectStore,
+    keep: set[str],
+    older_than: dt.timedelta = DEFAULT_ORPHAN_AGE,
+    protect_staged: set[str] | None = None,
+    dry_run: bool = False,
+) -> CleanupReport:
+    """Delete objects under the table's own folders that ``keep`` does not
+    name and that are older than ``older_than``.
+
+    Committed manifests, the hint file and staged manifests in
+    ``protect_staged`` (rows not yet finished) are never touched."""
+    report = CleanupReport()
+    cutoff = time.time() - older_than.total_seconds()
+    protect_staged = protect_staged or set()
+    for prefix in _PREFIXES:
+        for path, size, mtime in store.walk(prefix):
+            name = path.rsplit("/", 1)[-1]
+            if prefix == tstore.VERSIONS_DIR:
+                if mf.parse_manifest_name(name) is not None or name == "latest_version_hint.json":
+                    continue  # versions are removed only by version clean-up
+                if ".manifest-" not in name or path in protect_staged:
+                    continue
+            elif path in keep:
+                continue
+            if mtime > cutoff:
+                report.kept_young += 1
+                continue
+            if not dry_run:
+                store.delete(path)
+            report.removed.append(path)
+            report.bytes_removed += size
+    if report.removed:
+        log.info("%s: removed %d orphaned objects (%d bytes)", store.uri, len(report.removed), report.bytes_removed)
+    return report
