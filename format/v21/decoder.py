@@ -7,6 +7,14 @@ full-zip bytes of those rows - giving the leaf values, the repetition levels
 and the canonical definition levels.  The levels are unravelled into the
 validity of every struct layer and the offsets and validity of every list
 layer, and the Arrow array is assembled from the leaves up.
+
+Modules of the reader:
+
+* ``layout``      - validating PageLayout messages (unknown fields, layouts, enums);
+* ``pages``       - mini-block, full-zip and all-null/constant pages;
+* ``compressive`` - the compressive encodings (mini-block, block, per value);
+* ``repdef``      - canonical definition levels and the vectorised unravelling;
+* ``values``      - decoded blocks and their conversion to Arrow.
 """
 
 from __future__ import annotations
@@ -44,6 +52,19 @@ def _leaves_with_kinds(field: LanceField, outer: list[str]):
         yield field, [ITEM] + outer
 
 
+_PACKED_KEYS = ("lance-encoding:packed", "packed")
+
+
+def _is_packed(field: LanceField) -> bool:
+    """Struct fields pylance stores as one packed column (opt-in field metadata)."""
+    for k, v in (field.metadata or {}).items():
+        k = k.decode() if isinstance(k, bytes) else k
+        v = v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+        if k in _PACKED_KEYS and v.strip().lower() in ("true", "1", "yes"):
+            return True
+    return False
+
+
 def _count_leaves(field: LanceField) -> int:
     return sum(1 for _ in field.leaves())
 
@@ -56,6 +77,11 @@ class FieldDecoder:
         self.reader = reader
         self.version = version
         self.path = getattr(reader, "path", None)
+        for f in field.walk():
+            if f.is_struct and _is_packed(f):
+                raise UnsupportedEncodingError(
+                    f"{self.path or 'data file'}: field {f.name!r} is a packed struct, which this reader does not support"
+                )
         self.leaves = [
             _Leaf(leaf, first_column + i, kinds) for i, (leaf, kinds) in enumerate(_leaves_with_kinds(field, []))
         ]

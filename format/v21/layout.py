@@ -15,7 +15,7 @@ the unknown-field set (or from real fields once the proto declares them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
@@ -116,7 +116,6 @@ class AllNullInfo:
     def_compression: pb.CompressiveEncoding | None = None
     num_rep_values: int | None = None
     num_def_values: int | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def _decode_varint(data) -> int:
@@ -171,10 +170,8 @@ def parse_page_layout(layout: pb.PageLayout, where: str):
     msg = getattr(layout, kind)
     if kind == "all_null_layout":
         check_known_shallow(layout, where)  # the layout itself is checked by parse_all_null
-    else:
-        check_known(layout, where)
-    if kind == "all_null_layout":
         return kind, parse_all_null(msg, f"{where}.all_null_layout")
+    check_known(layout, where)
     return kind, msg
 
 

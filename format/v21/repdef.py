@@ -70,6 +70,9 @@ class Structure:
         #: canonical codes <= this belong to entries that carry a leaf value
         self.max_visible = first_list  # each item layer before the first list has one code
         self.has_lists = lists > 0
+        # codes are ordered inner to outer and so is the number of lists below
+        # them: after peeling p lists the visible entries have code <= vis_max[p]
+        self.vis_max = [int(np.flatnonzero(self.levels_to_rep <= p).max()) for p in range(lists + 1)]
 
     def page_lut(self, layers: list[int], where: str) -> np.ndarray:
         """Map a page's definition levels onto canonical codes."""
@@ -131,10 +134,7 @@ def unravel(st: Structure, rep: np.ndarray | None, defs: np.ndarray | None, num_
     cmp = 0  # canonical codes consumed by the layers below
     peeled = 0
     nlayers = len(st.kinds)
-    # codes are ordered inner to outer and so is the number of lists below them:
-    # after peeling p lists, the visible entries are those with code <= vis_max[p]
-    l2r = st.levels_to_rep
-    vis_max = [int(np.flatnonzero(l2r <= p).max()) for p in range(st.max_rep + 1)]
+    vis_max = st.vis_max
     for j, kind in enumerate(st.kinds):
         last = j == nlayers - 1
         n_entries = rep.size if rep is not None else (defs.size if defs is not None else num_entries)
