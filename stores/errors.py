@@ -44,3 +44,18 @@ class IncarnationMismatchError(StoreError):
 class ConditionalWriteUnsupportedError(StoreError):
     """The store accepted a second conditional create of the same object: it
     silently ignores the condition, so it cannot decide commits."""
+
+
+class InvalidStorageOptionError(StoreError, ValueError):
+    """A ``storage_options`` key that is unknown, or a value that cannot be
+    parsed (for example a timeout that is not a number of seconds)."""
+
+
+class BucketNotFoundError(StoreError):
+    """The bucket named by a table URI does not exist at the endpoint (or is
+    not visible with these credentials): create it or fix the URI."""
+
+
+class ObjectChangedError(StoreError):
+    """An object was replaced while it was being read: its ETag no longer
+    matches the one seen when the reader was opened."""

@@ -171,6 +171,14 @@ class LocalObjectStore:
     def open_output(self, path: str) -> BinaryIO:
         return _AtomicOutput(self._full(path))  # type: ignore[return-value]
 
+    def copy(self, src: str, dst: str) -> None:
+        """Copy ``src`` to ``dst``, replacing ``dst`` atomically."""
+        self.put(dst, self.read(src))
+
+    def copy_if_not_exists(self, src: str, dst: str) -> None:
+        """Copy ``src`` to ``dst`` only if ``dst`` is absent; AlreadyExistsError otherwise."""
+        self.put_if_not_exists(dst, self.read(src))
+
     def delete(self, path: str) -> None:
         try:
             os.unlink(self._full(path))

@@ -48,11 +48,21 @@ class ObjectStore(Protocol):
         """A writable stream; the object appears (whole) when it is closed."""
         ...
 
+    def copy(self, src: str, dst: str) -> None:
+        """Copy ``src`` to ``dst``, replacing ``dst``; ObjectNotFoundError if ``src`` is missing."""
+        ...
+
+    def copy_if_not_exists(self, src: str, dst: str) -> None:
+        """Copy ``src`` to ``dst`` only if ``dst`` is absent; AlreadyExistsError otherwise."""
+        ...
+
     def delete(self, path: str) -> None: ...
 
 
 def open_object_store(uri: str, storage_options: dict | None = None) -> ObjectStore:
-    """The object store for a table URI (a local path or ``file://`` URI)."""
+    """The object store for a table URI: a local path, ``file://`` or ``s3://`` (``s3a://``).
+
+    ``storage_options`` configure S3 (see :mod:`stores.s3_options`)."""
     if not isinstance(uri, (str, os.PathLike)):
         raise InvalidURIError(f"table URI must be a string, got {type(uri).__name__}")
     uri = os.fspath(uri)
@@ -67,4 +77,8 @@ def open_object_store(uri: str, storage_options: dict | None = None) -> ObjectSt
         if scheme == "file" and parsed.netloc not in ("", "localhost"):
             raise InvalidURIError(f"file URI {uri!r} names host {parsed.netloc!r}; use file:///absolute/path")
         return LocalObjectStore(path)
-    raise InvalidURIError(f"unsupported table URI scheme {scheme!r} in {uri!r} (supported: local paths, file://)")
+    if scheme in ("s3", "s3a"):
+        from .s3 import S3ObjectStore
+
+        return S3ObjectStore(uri, storage_options)
+    raise InvalidURIError(f"unsupported table URI scheme {scheme!r} in {uri!r} (supported: local paths, file://, s3://)")

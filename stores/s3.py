@@ -1,0 +1,412 @@
+"""Amazon S3 (and S3-compatible) object store for ``s3://bucket/prefix`` tables.
+
+``put_if_not_exists`` is a PUT with ``If-None-Match: *``: S3 decides which of
+several concurrent creators wins, atomically.  That request is sent by a client
+with botocore's automatic retries turned off: an SDK-level retry of a create
+whose response was lost would come back 412 on the writer's *own* object and
+turn a win into a reported loss.  Tessera retries it itself and reports
+AmbiguousStoreError whenever an earlier attempt may have landed.
+
+Not every S3-compatible store honours ``If-None-Match``; run
+:func:`stores.probe.probe_conditional_put` before trusting one.
+
+Clients are cached per set of options (boto3 clients are thread-safe), so
+opening many tables on one endpoint shares connection pools.  Credentials not
+given in ``storage_options`` are resolved by boto3 once per process and profile.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, BinaryIO, Callable, Iterable, Mapping, TypeVar
+
+import boto3
+import botocore.exceptions as bexc
+from botocore.config import Config
+
+from format.io import RangeReader
+
+from .errors import (
+    AlreadyExistsError,
+    AmbiguousStoreError,
+    BucketNotFoundError,
+    InvalidStorageOptionError,
+    InvalidURIError,
+    ObjectNotFoundError,
+    StoreError,
+    StoreUnavailableError,
+)
+from .s3_io import BOTO_ERRORS, PART_SIZE, S3OutputStream, S3RangeReader
+from .s3_options import S3Options, parse_s3_uri
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_CONDITION_FAILED = {"PreconditionFailed", "ConditionalRequestConflict"}
+_ACCESS = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
+           "InvalidToken", "TokenRefreshRequired", "AllAccessDisabled", "AccountProblem"}
+_NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+
+_lock = threading.Lock()
+_sessions: dict[str | None, boto3.session.Session] = {}
+_clients: dict[tuple[S3Options, bool], Any] = {}
+
+
+def _client_for(opts: S3Options, conditional: bool) -> Any:
+    """A cached boto3 S3 client; ``conditional`` ones never retry by themselves."""
+    with _lock:
+        client = _clients.get((opts, conditional))
+        if client is not None:
+            return client
+        session = _sessions.get(opts.profile)
+        if session is None:
+            try:
+                session = _sessions[opts.profile] = boto3.session.Session(profile_name=opts.profile)
+            except bexc.ProfileNotFound as exc:
+                raise StoreUnavailableError(f"AWS profile {opts.profile!r} is not configured: {exc}") from exc
+        retries: dict[str, Any] = {"mode": "standard"}
+        if conditional:
+            retries["total_max_attempts"] = 1
+        elif opts.max_retries is not None:
+            retries["max_attempts"] = opts.max_retries
+        cfg: dict[str, Any] = {"retries": retries, "max_pool_connections": opts.max_pool_connections,
+                               "user_agent_extra": "tessera"}
+        if opts.connect_timeout is not None:
+            cfg["connect_timeout"] = opts.connect_timeout
+        if opts.read_timeout is not None:
+            cfg["read_timeout"] = opts.read_timeout
+        if opts.addressing_style is not None:
+            cfg["s3"] = {"addressing_style": opts.addressing_style}
+        try:
+            client = session.client(
+                "s3",
+                region_name=opts.region,
+                endpoint_url=opts.endpoint_url,
+                aws_access_key_id=opts.access_key_id,
+                aws_secret_access_key=opts.secret_access_key,
+                aws_session_token=opts.session_token,
+                config=Config(**cfg),
+            )
+        except (bexc.InvalidRegionError, ValueError) as exc:
+            raise InvalidStorageOptionError(f"cannot configure an S3 client from these storage options: {exc}") from exc
+        if len(_clients) >= 64:
+            _clients.pop(next(iter(_clients)))
+        _clients[(opts, conditional)] = client
+        return client
+
+
+class S3ObjectStore:
+    """Objects under ``s3://bucket/prefix``; paths are relative to the prefix."""
+
+    def __init__(
+        self,
+        uri: str,
+        storage_options: Mapping[str, Any] | None = None,
+        *,
+        max_concurrency: int = 8,
+        part_size: int = PART_SIZE,
+    ) -> None:
+        """``max_concurrency`` bounds the parallel GETs of a read and the
+        background part uploads; ``part_size`` is the multipart part size."""
+        self.bucket, self.prefix = parse_s3_uri(uri)
+        self.uri = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+        self.options = S3Options.from_mapping(storage_options)
+        self._client = _client_for(self.options, conditional=False)
+        self._cond_client = _client_for(self.options, conditional=True)
+        self.endpoint_url: str = self._client.meta.endpoint_url
+        self.max_concurrency = max(1, max_concurrency)
+        self.part_size = part_size
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        #: keys per LIST page (None: the server's default, 1000 on S3)
+        self.list_page_size: int | None = None
+
+    def __repr__(self) -> str:
+        return f"S3ObjectStore({self.uri!r}, endpoint={self.endpoint_url!r})"
+
+    @property
+    def probe_scope(self) -> tuple[str, str]:
+        """(endpoint, bucket): the scope a conditional-put probe verdict holds for."""
+        return (self.endpoint_url, self.bucket)
+
+    # -- keys ---------------------------------------------------------------
+
+    def _key(self, path: str, *, allow_root: bool = False) -> str:
+        if not isinstance(path, str):
+            raise InvalidURIError(f"object path must be a string, got {type(path).__name__}")
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        if ".." in parts or path.startswith("/"):
+            raise InvalidURIError(f"path {path!r} escapes the store root {self.uri}")
+        if not parts and not allow_root:
+            raise InvalidURIError(f"empty object path under {self.uri}")
+        return "/".join(([self.prefix] if self.prefix else []) + parts)
+
+    def _dir(self, prefix: str) -> str:
+        key = self._key(prefix, allow_root=True)
+        return key + "/" if key else ""
+
+    def _relative(self, key: str) -> str:
+        return key[len(self.prefix) + 1 :] if self.prefix else key
+
+    # -- errors -------------------------------------------------------------
+
+    @staticmethod
+    def _status(exc: BaseException) -> int | None:
+        if isinstance(exc, bexc.ClientError):
+            return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return None
+
+    @staticmethod
+    def _code(exc: BaseException) -> str:
+        if isinstance(exc, bexc.ClientError):
+            return str(exc.response.get("Error", {}).get("Code", ""))
+        return ""
+
+    def _translate(self, exc: BaseException, what: str, key: str, *, write: bool = False) -> StoreError:
+        """The typed store error for a botocore failure while doing ``what`` to ``key``.
+
+        ``write`` marks a non-idempotent write: a failure after the request may
+        have been applied becomes AmbiguousStoreError."""
+        where = f"s3://{self.bucket}/{key}"
+        if isinstance(exc, StoreError):
+            return exc
+        code, status = self._code(exc), self._status(exc)
+        if isinstance(exc, bexc.ClientError):
+            msg = exc.response.get("Error", {}).get("Message", "")
+            if code == "NoSuchBucket":
+                return self._no_bucket()
+            if code in _NOT_FOUND:
+                return ObjectNotFoundError(f"{where} does not exist")
+            if code in _ACCESS or status == 403:
+                return StoreUnavailableError(
+                    f"access to {where} was denied ({code}: {msg}); check the credentials and the bucket policy"
+                )
+            if status is not None and (status >= 500 or code in ("SlowDown", "RequestTimeout")):
+                cls = AmbiguousStoreError if write else StoreUnavailableError
+                return cls(f"cannot {what} {where}: S3 answered {status} {code} ({msg})")
+            return StoreError(f"cannot {what} {where}: S3 answered {status} {code}: {msg}")
+        if isinstance(exc, (bexc.NoCredentialsError, bexc.PartialCredentialsError)):
+            return StoreUnavailableError(
+                f"no usable AWS credentials for {where}: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, "
+                f"or aws_access_key_id/aws_secret_access_key in storage_options ({exc})"
+            )
+        if isinstance(exc, bexc.ConnectionError):  # never sent: refused, DNS, connect timeout, TLS
+            return StoreUnavailableError(f"cannot reach {self.endpoint_url} to {what} {where}: {exc}")
+        if isinstance(exc, (bexc.HTTPClientError, bexc.IncompleteReadError)):  # sent, answer lost
+            cls = AmbiguousStoreError if write else StoreUnavailableError
+            return cls(f"lost the response while trying to {what} {where}: {exc}")
+        return StoreUnavailableError(f"cannot {what} {where}: {exc}")
+
+    def _no_bucket(self) -> BucketNotFoundError:
+        return BucketNotFoundError(
+            f"bucket {self.bucket!r} does not exist at {self.endpoint_url}; create it or fix the table URI"
+        )
+
+    def _missing(self, key: str) -> StoreError:
+        """HEAD gives a bare 404 for a missing bucket too: tell the two apart."""
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+        except bexc.ClientError as bucket_exc:
+            if self._status(bucket_exc) == 404:
+                return self._no_bucket()
+        except BOTO_ERRORS:  # report the original miss
+            pass
+        return ObjectNotFoundError(f"s3://{self.bucket}/{key} does not exist")
+
+    # -- thread pool ----------------------------------------------------------
+
+    def _submit(self, fn: Callable[..., R], *args: Any) -> "Future[R]":
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="tessera-s3")
+            return self._pool.submit(fn, *args)
+
+    def _map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``fn`` over ``items`` in parallel (inline for a single item); the first error is raised."""
+        items = list(items)
+        if len(items) <= 1:
+            return [fn(i) for i in items]
+        futures = [self._submit(fn, i) for i in items]
+        try:
+            return [f.result() for f in futures]
+        finally:
+            for f in futures:
+                f.cancel()
+
+    def close(self) -> None:
+        """Stop the store's worker threads (the cached client stays usable)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    # -- reads --------------------------------------------------------------
+
+    def read(self, path: str) -> bytes:
+        """The whole object."""
+        key = self._key(path)
+        try:
+            return self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except BOTO_ERRORS as exc:
+            raise self._translate(exc, "read", key) from exc
+
+    def _head(self, key: str) -> dict[str, Any]:
+        try:
+            return self._client.head_object(Bucket=self.bucket, Key=key)
+        except BOTO_ERRORS as exc:
+            if self._status(exc) == 404:
+                raise self._missing(key) from exc
+            raise self._translate(exc, "inspect", key) from exc
+
+    def size(self, path: str) -> int:
+        """Object size in bytes (one HEAD)."""
+        return int(self._head(self._key(path))["ContentLength"])
+
+    def exists(self, path: str) -> bool:
+        """True if the object exists (one HEAD; a missing bucket reads as False)."""
+        key = self._key(path)
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=key)
+            return True
+        except BOTO_ERRORS as exc:
+            if self._status(exc) == 404:
+                return False
+            raise self._translate(exc, "inspect", key) from exc
+
+    def open_reader(self, path: str) -> RangeReader:
+        """A range reader doing coalesced, parallel ranged GETs (size and ETag from one HEAD)."""
+        key = self._key(path)
+        head = self._head(key)
+        return S3RangeReader(self, key, int(head["ContentLength"]), head.get("ETag"))
+
+    def _pages(self, **kwargs: Any) -> Iterable[dict[str, Any]]:
+        paginator = self._client.get_paginator("list_objects_v2")
+        if self.list_page_size:
+            kwargs["PaginationConfig"] = {"PageSize": self.list_page_size}
+        try:
+            yield from paginator.paginate(Bucket=self.bucket, **kwargs)
+        except BOTO_ERRORS as exc:
+            raise self._translate(exc, "list", kwargs.get("Prefix", "")) from exc
+
+    def list(self, prefix: str) -> list[str]:
+        """Names (not paths) of the objects directly under ``prefix/``."""
+        base = self._dir(prefix)
+        names = []
+        for page in self._pages(Prefix=base, Delimiter="/"):
+            for obj in page.get("Contents", []):
+                name = obj["Key"][len(base) :]
+                if name:
+                    names.append(name)
+        return names
+
+    def walk(self, prefix: str) -> list[tuple[str, int, float]]:
+        """Every object under ``prefix/`` as (path relative to the root, size, mtime)."""
+        base = self._dir(prefix)
+        out = []
+        for page in self._pages(Prefix=base):
+            for obj in page.get("Contents", []):
+                if obj["Key"].endswith("/"):
+                    continue  # a console "folder" marker, not an object of ours
+                out.append((self._relative(obj["Key"]), int(obj["Size"]), obj["LastModified"].timestamp()))
+        return out
+
+    # -- writes -------------------------------------------------------------
+
+    def _put_key(self, key: str, data: bytes) -> None:
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=key, Body=data)
+        except BOTO_ERRORS as exc:
+            raise self._translate(exc, "write", key) from exc
+
+    def put(self, path: str, data: bytes) -> None:
+        """Write ``data``, replacing any object at ``path`` (a single PUT is atomic)."""
+        self._put_key(self._key(path), bytes(data))
+
+    def put_if_not_exists(self, path: str, data: bytes, *, attempts: int = 4) -> None:
+        """Create ``path`` only if absent (``If-None-Match: *``).
+
+        Raises AlreadyExistsError when another object is there (412) or another
+        conditional write to it is in flight (409): in both cases ours was not
+        applied.  Raises AmbiguousStoreError when a timeout, reset or 5xx left
+        the outcome unknown and a retry could not settle it; the caller must
+        read the object back.  StoreUnavailableError means nothing was sent."""
+        key, body = self._key(path), bytes(data)
+        uncertain: BaseException | None = None
+        last: BaseException | None = None
+        for attempt in range(max(1, attempts)):
+            if attempt:
+                time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+            try:
+                self._cond_client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*")
+                return
+            except BOTO_ERRORS as exc:
+                if self._code(exc) in _CONDITION_FAILED or self._status(exc) in (409, 412):
+                    if uncertain is None:
+                        raise AlreadyExistsError(f"s3://{self.bucket}/{key} already exists") from exc
+                    raise AmbiguousStoreError(
+                        f"creating s3://{self.bucket}/{key}: an earlier attempt failed ({uncertain}) and the object "
+                        f"now exists; it may be ours or another writer's, read it back to decide"
+                    ) from exc
+                err = self._translate(exc, "create", key, write=True)
+                if isinstance(err, AmbiguousStoreError):
+                    uncertain = exc  # sent, answer lost or 5xx: it may have been applied
+                elif isinstance(exc, bexc.ConnectionError):
+                    last = exc  # never sent (refused, DNS, connect timeout): safe to retry
+                else:
+                    raise err from exc  # a definite refusal: missing bucket, access denied, ...
+                log.debug("create of s3://%s/%s failed (attempt %d): %s", self.bucket, key, attempt + 1, exc)
+        if uncertain is not None:
+            raise AmbiguousStoreError(
+                f"creating s3://{self.bucket}/{key}: outcome unknown after {attempts} attempts ({uncertain}); "
+                f"read it back to decide"
+            ) from uncertain
+        assert last is not None
+        raise self._translate(last, "create", key) from last
+
+    def copy(self, src: str, dst: str) -> None:
+        """Server-side copy of ``src`` to ``dst``, replacing ``dst``."""
+        skey, dkey = self._key(src), self._key(dst)
+        source = {"Bucket": self.bucket, "Key": skey}
+        try:
+            self._client.copy_object(Bucket=self.bucket, Key=dkey, CopySource=source)
+        except bexc.ClientError as exc:
+            if self._code(exc) == "InvalidRequest" and "larger than" in str(exc):  # > 5 GiB: multipart copy
+                try:
+                    self._client.copy(source, self.bucket, dkey)
+                    return
+                except BOTO_ERRORS as exc2:
+                    raise self._translate(exc2, "copy to", dkey) from exc2
+            raise self._translate(exc, f"copy s3://{self.bucket}/{skey} to", dkey) from exc
+        except BOTO_ERRORS as exc:
+            raise self._translate(exc, f"copy s3://{self.bucket}/{skey} to", dkey) from exc
+
+    def copy_if_not_exists(self, src: str, dst: str) -> None:
+        """Copy ``src`` to ``dst`` only if ``dst`` is absent (AlreadyExistsError otherwise).
+
+        Done as GET + conditional PUT, not ``CopyObject If-None-Match``: that
+        condition is ignored by moto and by several S3-compatible stores, and
+        only the conditional PUT is what the probe verifies.  Meant for small
+        objects such as manifests (the object passes through memory)."""
+        self.put_if_not_exists(dst, self.read(src))
+
+    def open_output(self, path: str) -> BinaryIO:
+        """A writable stream; the object appears (whole) when it is closed.
+        Objects of ``part_size`` or more go up as a multipart upload."""
+        return S3OutputStream(self, self._key(path), self.part_size)  # type: ignore[return-value]
+
+    def delete(self, path: str) -> None:
+        """Remove the object (no error if it is already gone)."""
+        key = self._key(path)
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=key)
+        except BOTO_ERRORS as exc:
+            if self._code(exc) in _NOT_FOUND:
+                return
+            raise self._translate(exc, "delete", key) from exc
+

@@ -1,0 +1,301 @@
+"""Streaming I/O against S3: a coalescing, parallel range reader and a
+multipart output stream.
+
+Both are created by :class:`stores.s3.S3ObjectStore` (``open_reader`` and
+``open_output``) and share its boto3 client and thread pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Sequence
+
+import botocore.exceptions as bexc
+import pyarrow as pa
+
+from format.errors import TruncatedFileError
+
+from .errors import ObjectChangedError
+
+if TYPE_CHECKING:
+    from .s3 import S3ObjectStore
+
+log = logging.getLogger(__name__)
+
+#: what botocore raises; anything else is a bug and propagates untouched
+BOTO_ERRORS = (bexc.BotoCoreError, bexc.ClientError)
+
+#: ranges closer than this are fetched by one GET (the bytes between are discarded)
+COALESCE_GAP = 1024 * 1024
+#: a merged request grows no larger than this, so large scans still fan out
+MAX_COALESCED = 16 * 1024 * 1024
+#: a single range larger than MAX_COALESCED is split into GETs of this size
+SPLIT_SIZE = 8 * 1024 * 1024
+#: multipart part size (S3 needs >= 5 MiB for every part but the last)
+PART_SIZE = 16 * 1024 * 1024
+#: parts uploading in the background at once; memory stays below (this + 1) parts
+MAX_INFLIGHT_PARTS = 2
+
+
+def plan_requests(
+    ranges: Sequence[tuple[int, int]], gap: int = COALESCE_GAP, max_size: int = MAX_COALESCED
+) -> list[tuple[int, int, list[int]]]:
+    """Group ``(offset, length)`` ranges into GETs ``(start, end, [range indices])``.
+
+    Ranges that overlap or lie within ``gap`` bytes of each other share a GET,
+    as long as the GET stays within ``max_size`` (a single larger range gets a
+    GET of its own).  Zero-length ranges need no GET and are left out."""
+    order = sorted((i for i, r in enumerate(ranges) if r[1] > 0), key=lambda i: ranges[i][0])
+    out: list[tuple[int, int, list[int]]] = []
+    for i in order:
+        off, length = ranges[i]
+        end = off + length
+        if out:
+            start, cur_end, members = out[-1]
+            if off <= cur_end + gap and max(end, cur_end) - start <= max_size:
+                out[-1] = (start, max(end, cur_end), members + [i])
+                continue
+        out.append((off, end, [i]))
+    return out
+
+
+class S3RangeReader:
+    """A :class:`format.io.RangeReader` over one S3 object.
+
+    The size and ETag come from one HEAD when the reader is opened; every GET is
+    conditional on that ETag, so a replaced object raises ObjectChangedError
+    instead of mixing bytes of two versions."""
+
+    def __init__(self, store: "S3ObjectStore", key: str, size: int, etag: str | None) -> None:
+        self._store = store
+        self._key = key
+        self._size = size
+        self._etag = etag
+        self.path = f"s3://{store.bucket}/{key}"
+        self._lock = threading.Lock()
+        #: GET requests issued and bytes they returned (for tests and tuning)
+        self.requests = 0
+        self.bytes_fetched = 0
+
+    def size(self) -> int:
+        """Object size in bytes (from the HEAD at open)."""
+        return self._size
+
+    def _get(self, start: int, end: int) -> bytes:
+        kwargs: dict[str, Any] = {"Bucket": self._store.bucket, "Key": self._key, "Range": f"bytes={start}-{end - 1}"}
+        if self._etag:
+            kwargs["IfMatch"] = self._etag
+        try:
+            resp = self._store._client.get_object(**kwargs)
+            data = resp["Body"].read()
+        except BOTO_ERRORS as exc:
+            if self._store._status(exc) == 412:
+                raise ObjectChangedError(f"{self.path} was replaced while being read; reopen it") from exc
+            raise self._store._translate(exc, "read", self._key) from exc
+        if len(data) != end - start:
+            raise ObjectChangedError(
+                f"{self.path}: asked for bytes {start}..{end}, got {len(data)} bytes; the object changed, reopen it"
+            )
+        with self._lock:
+            self.requests += 1
+            self.bytes_fetched += len(data)
+        return data
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
+        """One buffer per ``(offset, length)``, in the order asked; nearby ranges
+        are coalesced and the GETs run in parallel."""
+        for off, length in ranges:
+            if off < 0 or length < 0 or off + length > self._size:
+                raise TruncatedFileError(
+                    self.path, f"byte range [{off}, {off + length}) lies outside the object of {self._size} bytes"
+                )
+        plan = plan_requests(ranges)
+        # one flat list of GETs (large requests split), so no pool task waits on another
+        gets = [
+            (p, a, min(a + SPLIT_SIZE, end) if end - start > MAX_COALESCED else end)
+            for p, (start, end, _m) in enumerate(plan)
+            for a in (range(start, end, SPLIT_SIZE) if end - start > MAX_COALESCED else (start,))
+        ]
+        datas = self._store._map(lambda g: self._get(g[1], g[2]), gets)
+        pieces: list[list[tuple[int, bytes]]] = [[] for _ in plan]
+        for (p, a, _b), data in zip(gets, datas):
+            pieces[p].append((a, data))
+        result: list[pa.Buffer] = [pa.py_buffer(b"")] * len(ranges)
+        for (start, end, members), got in zip(plan, pieces):
+            if len(got) == 1:
+                buf = pa.py_buffer(got[0][1])
+            else:
+                joined = bytearray(end - start)
+                for a, data in got:
+                    joined[a - start : a - start + len(data)] = data
+                buf = pa.py_buffer(joined)
+            for i in members:
+                off, length = ranges[i]
+                result[i] = buf.slice(off - start, length)
+        return result
+
+    def close(self) -> None:
+        """Nothing to release: the client and pool belong to the store."""
+
+    def __enter__(self) -> "S3RangeReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class S3OutputStream:
+    """A write-only stream that becomes one S3 object when closed.
+
+    Small objects are sent by a single PUT at close.  Once ``part_size`` bytes
+    are buffered a multipart upload starts and full parts upload in the
+    background (at most MAX_INFLIGHT_PARTS at once), so memory stays bounded.
+    The object appears only when :meth:`close` completes; :meth:`abort` (or an
+    exception inside ``with``) discards everything."""
+
+    def __init__(self, store: "S3ObjectStore", key: str, part_size: int = PART_SIZE) -> None:
+        if part_size < 5 * 1024 * 1024:
+            raise ValueError("S3 multipart parts must be at least 5 MiB")
+        self._store = store
+        self._key = key
+        self._part_size = part_size
+        self._buf = bytearray()
+        self._pos = 0
+        self._upload_id: str | None = None
+        self._parts: list[dict[str, Any]] = []
+        self._inflight: deque[Future] = deque()
+        self._closed = False
+        self.path = f"s3://{store.bucket}/{key}"
+
+    @property
+    def closed(self) -> bool:
+        """True once closed or aborted."""
+        return self._closed
+
+    def writable(self) -> bool:
+        """Always True (the stream is write-only)."""
+        return True
+
+    def readable(self) -> bool:
+        """Always False."""
+        return False
+
+    def seekable(self) -> bool:
+        """Always False: S3 objects are written front to back."""
+        return False
+
+    def tell(self) -> int:
+        """Bytes written so far."""
+        return self._pos
+
+    def flush(self) -> None:
+        """No-op: bytes are sent in whole parts, and the rest at close."""
+
+    def write(self, data: Any) -> int:
+        """Buffer ``data`` (any bytes-like object); returns its length in bytes."""
+        if self._closed:
+            raise ValueError(f"write to closed S3 output {self.path}")
+        n = memoryview(data).nbytes
+        self._buf += data
+        self._pos += n
+        try:
+            while len(self._buf) >= self._part_size:
+                chunk = bytes(self._buf[: self._part_size])
+                del self._buf[: self._part_size]
+                self._send_part(chunk)
+        except BaseException:
+            self.abort()
+            raise
+        return n
+
+    def _send_part(self, chunk: bytes) -> None:
+        s = self._store
+        if self._upload_id is None:
+            try:
+                resp = s._client.create_multipart_upload(Bucket=s.bucket, Key=self._key)
+            except BOTO_ERRORS as exc:
+                raise s._translate(exc, "start a multipart upload of", self._key) from exc
+            self._upload_id = resp["UploadId"]
+        number = len(self._parts) + len(self._inflight) + 1
+        while len(self._inflight) >= MAX_INFLIGHT_PARTS:
+            self._parts.append(self._inflight.popleft().result())
+        self._inflight.append(s._submit(self._upload_part, number, chunk))
+
+    def _upload_part(self, number: int, chunk: bytes) -> dict[str, Any]:
+        s = self._store
+        try:
+            resp = s._client.upload_part(
+                Bucket=s.bucket, Key=self._key, UploadId=self._upload_id, PartNumber=number, Body=chunk
+            )
+        except BOTO_ERRORS as exc:
+            raise s._translate(exc, f"upload part {number} of", self._key) from exc
+        return {"PartNumber": number, "ETag": resp["ETag"]}
+
+    def close(self) -> None:
+        """Send what is left and make the object visible (idempotent)."""
+        if self._closed:
+            return
+        s = self._store
+        try:
+            if self._upload_id is None:
+                s._put_key(self._key, bytes(self._buf))
+            else:
+                if self._buf:
+                    self._send_part(bytes(self._buf))
+                while self._inflight:
+                    self._parts.append(self._inflight.popleft().result())
+                parts = sorted(self._parts, key=lambda p: p["PartNumber"])
+                try:
+                    s._client.complete_multipart_upload(
+                        Bucket=s.bucket, Key=self._key, UploadId=self._upload_id, MultipartUpload={"Parts": parts}
+                    )
+                except BOTO_ERRORS as exc:
+                    raise s._translate(exc, "complete the multipart upload of", self._key) from exc
+                self._upload_id = None
+        except BaseException:
+            self.abort()
+            raise
+        self._buf = bytearray()
+        self._closed = True
+
+    def abort(self) -> None:
+        """Discard the object: nothing appears at the path."""
+        self._closed = True
+        self._buf = bytearray()
+        for f in self._inflight:
+            f.cancel()
+        for f in self._inflight:
+            if not f.cancelled():
+                try:
+                    f.result()
+                except Exception:  # noqa: BLE001 - already failing; abort anyway
+                    pass
+        self._inflight.clear()
+        upload_id, self._upload_id = self._upload_id, None
+        if upload_id is not None:
+            s = self._store
+            try:
+                s._client.abort_multipart_upload(Bucket=s.bucket, Key=self._key, UploadId=upload_id)
+            except Exception as exc:  # noqa: BLE001 - a lifecycle rule must clean it up
+                log.warning("could not abort the multipart upload of %s (%s); its parts linger until "
+                            "a bucket lifecycle rule removes them", self.path, exc)
+
+    def __enter__(self) -> "S3OutputStream":
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self) -> None:
+        # an unclosed stream never publishes its object; free the upload's parts
+        if not getattr(self, "_closed", True) and getattr(self, "_upload_id", None) is not None:
+            try:
+                self.abort()
+            except Exception:  # noqa: BLE001
+                pass

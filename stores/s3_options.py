@@ -1,0 +1,212 @@
+"""Parsing ``s3://bucket/prefix`` table URIs and S3 ``storage_options``.
+
+Option keys are case-insensitive and accept the spellings Lance and the Rust
+``object_store`` crate use (``aws_endpoint``, ``aws_region``, ...), so a
+pylance ``storage_options`` dict works unchanged.  Anything not given here is
+resolved by boto3 the usual way (environment, ``~/.aws`` profiles, instance
+metadata).
+
+Accepted keys (aliases in brackets): ``endpoint_url`` [``aws_endpoint``,
+``endpoint``, ``aws_endpoint_url``], ``region`` [``aws_region``,
+``region_name``, ``aws_default_region``], ``aws_access_key_id``,
+``aws_secret_access_key``, ``aws_session_token`` [``session_token``],
+``profile`` [``aws_profile``], ``allow_http``, ``addressing_style``
+(``path``/``virtual``/``auto``) [``virtual_hosted_style_request``],
+``connect_timeout`` and ``read_timeout`` (seconds, or ``"5s"``/``"500ms"``),
+``max_retries`` and ``max_pool_connections``.
+
+``allow_http`` only matters with an endpoint: an endpoint without a scheme
+gets ``http://`` when it is true and ``https://`` otherwise, and an explicit
+``allow_http=false`` refuses a plain ``http://`` endpoint.  A custom endpoint
+defaults to path-style addressing, which S3-compatible servers expect.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+from urllib.parse import urlparse
+
+from .errors import InvalidStorageOptionError, InvalidURIError
+
+#: AWS's bucket naming rule, plus ``_`` for legacy us-east-1 buckets
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+_BAD_KEY_CHARS = re.compile(r"[\x00-\x1f\x7f\\{}^%`\[\]\"<>~#|]")
+
+_ALIASES: dict[str, str] = {
+    "endpoint_url": "endpoint_url", "aws_endpoint": "endpoint_url", "endpoint": "endpoint_url",
+    "aws_endpoint_url": "endpoint_url",
+    "region": "region", "aws_region": "region", "region_name": "region", "aws_default_region": "region",
+    "aws_access_key_id": "access_key_id", "access_key_id": "access_key_id",
+    "aws_secret_access_key": "secret_access_key", "secret_access_key": "secret_access_key",
+    "aws_session_token": "session_token", "session_token": "session_token", "aws_token": "session_token",
+    "profile": "profile", "aws_profile": "profile", "profile_name": "profile",
+    "allow_http": "allow_http", "aws_allow_http": "allow_http",
+    "addressing_style": "addressing_style",
+    "virtual_hosted_style_request": "virtual_hosted_style_request",
+    "aws_virtual_hosted_style_request": "virtual_hosted_style_request",
+    "connect_timeout": "connect_timeout", "read_timeout": "read_timeout",
+    "max_retries": "max_retries", "max_pool_connections": "max_pool_connections",
+}
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/a/b/`` (or ``s3a://``) -> ``("bucket", "a/b")``.
+
+    Empty path segments are dropped, so the prefix matches the key
+    :func:`stores.manifest_store.normalize_table_uri` gives the table."""
+    if not isinstance(uri, str):
+        raise InvalidURIError(f"table URI must be a string, got {type(uri).__name__}")
+    p = urlparse(uri)
+    if p.scheme.lower() not in ("s3", "s3a"):
+        raise InvalidURIError(f"{uri!r} is not an s3:// URI")
+    if p.query or p.fragment or p.params:
+        raise InvalidURIError(f"S3 table URI {uri!r} must not have a query or fragment; pass settings as storage_options")
+    if "@" in p.netloc:
+        raise InvalidURIError(f"S3 table URI {uri!r} must not carry credentials; pass them as storage_options")
+    bucket = p.netloc
+    if not bucket:
+        raise InvalidURIError(f"S3 table URI {uri!r} names no bucket; use s3://bucket/path")
+    if not _BUCKET.match(bucket) or ".." in bucket:
+        raise InvalidURIError(
+            f"{bucket!r} in {uri!r} is not a valid bucket name (3-63 lower-case letters, digits, '.', '-')"
+        )
+    parts = [s for s in p.path.split("/") if s]
+    for s in parts:
+        if s in (".", "..") or _BAD_KEY_CHARS.search(s):
+            raise InvalidURIError(f"S3 table URI {uri!r} has an unusable path segment {s!r}")
+    return bucket, "/".join(parts)
+
+
+def _as_bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise InvalidStorageOptionError(f"storage option {key!r} must be true or false, got {value!r}")
+
+
+def _as_seconds(key: str, value: Any) -> float:
+    """A duration: a number of seconds, or a string like ``"5s"``, ``"500ms"``, ``"2m"``."""
+    if isinstance(value, bool):
+        raise InvalidStorageOptionError(f"storage option {key!r} must be a duration, got {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*", str(value))
+        if not m:
+            raise InvalidStorageOptionError(
+                f"storage option {key!r} must be a duration such as 5, '5s' or '500ms', got {value!r}"
+            )
+        seconds = float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
+    if seconds <= 0:
+        raise InvalidStorageOptionError(f"storage option {key!r} must be positive, got {value!r}")
+    return seconds
+
+
+def _as_count(key: str, value: Any, minimum: int) -> int:
+    try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        n = int(value)
+    except (TypeError, ValueError):
+        raise InvalidStorageOptionError(f"storage option {key!r} must be a whole number, got {value!r}") from None
+    if n < minimum:
+        raise InvalidStorageOptionError(f"storage option {key!r} must be at least {minimum}, got {n}")
+    return n
+
+
+def _as_str(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidStorageOptionError(f"storage option {key!r} must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+@dataclass(frozen=True)
+class S3Options:
+    """Resolved S3 settings; ``None`` means "let boto3 decide"."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    profile: str | None = None
+    allow_http: bool | None = None
+    addressing_style: str | None = None
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+    max_retries: int | None = None
+    max_pool_connections: int = 32
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any] | None) -> "S3Options":
+        """Validate ``storage_options``; unknown keys raise InvalidStorageOptionError."""
+        if options is None:
+            return cls()
+        if not isinstance(options, Mapping):
+            raise InvalidStorageOptionError(f"storage_options must be a dict, got {type(options).__name__}")
+        canon: dict[str, tuple[str, Any]] = {}
+        for raw_key, value in options.items():
+            if not isinstance(raw_key, str):
+                raise InvalidStorageOptionError(f"storage option keys must be strings, got {raw_key!r}")
+            name = _ALIASES.get(raw_key.strip().lower())
+            if name is None:
+                raise InvalidStorageOptionError(
+                    f"unknown S3 storage option {raw_key!r}; accepted: {', '.join(sorted(_ALIASES))}"
+                )
+            if value is None:
+                continue
+            if name in canon and canon[name][1] != value:
+                raise InvalidStorageOptionError(
+                    f"storage options {canon[name][0]!r} and {raw_key!r} give different values for {name}"
+                )
+            canon[name] = (raw_key, value)
+
+        conv: dict[str, Callable[[str, Any], Any]] = {
+            "endpoint_url": _as_str, "region": _as_str, "access_key_id": _as_str,
+            "secret_access_key": _as_str, "session_token": _as_str, "profile": _as_str,
+            "allow_http": _as_bool, "virtual_hosted_style_request": _as_bool,
+            "addressing_style": _as_str, "connect_timeout": _as_seconds, "read_timeout": _as_seconds,
+            "max_retries": lambda k, v: _as_count(k, v, 0),
+            "max_pool_connections": lambda k, v: _as_count(k, v, 1),
+        }
+        values = {name: conv[name](key, v) for name, (key, v) in canon.items()}
+
+        virtual = values.pop("virtual_hosted_style_request", None)
+        style = values.get("addressing_style")
+        if style is not None:
+            style = style.lower()
+            if style not in ("path", "virtual", "auto"):
+                raise InvalidStorageOptionError(f"addressing_style must be 'path', 'virtual' or 'auto', got {style!r}")
+            if virtual is not None and (style == "virtual") != virtual:
+                raise InvalidStorageOptionError("addressing_style and virtual_hosted_style_request disagree")
+            values["addressing_style"] = style
+        elif virtual is not None:
+            values["addressing_style"] = "virtual" if virtual else "path"
+
+        if ("access_key_id" in values) != ("secret_access_key" in values):
+            raise InvalidStorageOptionError("give both aws_access_key_id and aws_secret_access_key, or neither")
+        if "session_token" in values and "access_key_id" not in values:
+            raise InvalidStorageOptionError("aws_session_token needs aws_access_key_id and aws_secret_access_key")
+
+        endpoint = values.get("endpoint_url")
+        allow_http = values.get("allow_http")
+        if endpoint is not None:
+            if "://" not in endpoint:
+                endpoint = ("http://" if allow_http else "https://") + endpoint
+            ep = urlparse(endpoint)
+            if ep.scheme not in ("http", "https") or not ep.netloc:
+                raise InvalidStorageOptionError(f"endpoint_url {endpoint!r} is not an http(s) URL")
+            if ep.scheme == "http" and allow_http is False:
+                raise InvalidStorageOptionError(
+                    f"endpoint_url {endpoint!r} is plain http but allow_http is false; use https or allow_http=true"
+                )
+            values["endpoint_url"] = endpoint.rstrip("/")
+            # S3-compatible servers (MinIO, moto, Ceph) rarely resolve bucket subdomains
+            values.setdefault("addressing_style", "path")
+        return cls(**values)
