@@ -64,23 +64,28 @@ def write_fragments(
         frags.append(frag)
         writer = out = None
 
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        if not batch.schema.equals(schema, check_metadata=False):
-            batch = _conform(batch, schema)
-        pos = 0
-        while pos < batch.num_rows:
-            if writer is None:
-                name = f"{uuid.uuid4().hex}.lance"
-                out = store.open_output(f"{DATA_DIR}/{name}")
-                writer = tformat.FileWriter(out, schema, file_version=file_version, fields=fields)
-            take = min(batch.num_rows - pos, max_rows_per_file - writer.num_rows)
-            writer.write_batch(batch.slice(pos, take))
-            pos += take
-            if writer.num_rows >= max_rows_per_file:
-                finish()
-    finish()
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if not batch.schema.equals(schema, check_metadata=False):
+                batch = _conform(batch, schema)
+            pos = 0
+            while pos < batch.num_rows:
+                if writer is None:
+                    name = f"{uuid.uuid4().hex}.lance"
+                    out = store.open_output(f"{DATA_DIR}/{name}")
+                    writer = tformat.FileWriter(out, schema, file_version=file_version, fields=fields)
+                take = min(batch.num_rows - pos, max_rows_per_file - writer.num_rows)
+                writer.write_batch(batch.slice(pos, take))
+                pos += take
+                if writer.num_rows >= max_rows_per_file:
+                    finish()
+        finish()
+    except BaseException:
+        if out is not None and hasattr(out, "abort"):
+            out.abort()  # a partial data file never appears
+        raise
     return frags
 
 
