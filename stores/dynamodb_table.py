@@ -1,0 +1,130 @@
+"""The DynamoDB table behind :class:`~stores.dynamodb_store.DynamoDBManifestStore`:
+its key schema, an idempotent :func:`ensure_table` (used by
+``deploy/provision_dynamodb.py`` and ``from_url(create=True)``), and the
+client every caller builds (:func:`make_client`: botocore retries off, short
+timeouts).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError, NoRegionError
+
+from .errors import InvalidURIError, StoreSchemaError, StoreUnavailableError
+
+log = logging.getLogger(__name__)
+
+KEY_SCHEMA = [
+    {"AttributeName": "table_key", "KeyType": "HASH"},
+    {"AttributeName": "version", "KeyType": "RANGE"},
+]
+ATTRIBUTE_DEFINITIONS = [
+    {"AttributeName": "table_key", "AttributeType": "S"},
+    {"AttributeName": "version", "AttributeType": "N"},
+]
+PROVISION_HINT = "create it with `python deploy/provision_dynamodb.py TABLE --region REGION`"
+def key_schema_problem(description: dict[str, Any]) -> str | None:
+    """What is wrong with a DescribeTable ``Table`` for this store, or None."""
+    keys = {k["KeyType"]: k["AttributeName"] for k in description.get("KeySchema", [])}
+    types = {a["AttributeName"]: a["AttributeType"] for a in description.get("AttributeDefinitions", [])}
+    found = ", ".join(f"{kind} key {name!r} ({types.get(name, '?')})" for kind, name in sorted(keys.items()))
+    if keys == {"HASH": "table_key", "RANGE": "version"} and types.get("table_key") == "S" and types.get("version") == "N":
+        return None
+    msg = f"has {found or 'no key schema'}; Tessera needs HASH key 'table_key' (S) and RANGE key 'version' (N)"
+    if keys.get("HASH") == "base_uri":
+        msg += " (this is a Lance external-manifest table, whose key omits the bucket; give Tessera its own table)"
+    return msg
+
+
+def ensure_table(
+    client: Any,
+    name: str,
+    *,
+    billing_mode: str = "PAY_PER_REQUEST",
+    wait: bool = True,
+    timeout: float = 120.0,
+) -> bool:
+    """Create the table if it does not exist (idempotent); returns True if it
+    was created.  An existing table with other keys is StoreSchemaError."""
+    try:
+        desc = client.describe_table(TableName=name)["Table"]
+        created = False
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+            raise
+        try:
+            desc = client.create_table(
+                TableName=name,
+                KeySchema=KEY_SCHEMA,
+                AttributeDefinitions=ATTRIBUTE_DEFINITIONS,
+                BillingMode=billing_mode,
+                Tags=[{"Key": "created-by", "Value": "tessera"}],
+            )["TableDescription"]
+            created = True
+            log.info("created DynamoDB table %s", name)
+        except ClientError as exc2:
+            if exc2.response["Error"]["Code"] != "ResourceInUseException":  # created concurrently
+                raise
+            desc = client.describe_table(TableName=name)["Table"]
+            created = False
+    problem = key_schema_problem(desc)
+    if problem:
+        raise StoreSchemaError(f"DynamoDB table {name} {problem}; nothing was changed")
+    deadline = time.monotonic() + timeout
+    while wait and desc.get("TableStatus") not in ("ACTIVE", "UPDATING"):
+        if time.monotonic() > deadline:
+            raise StoreUnavailableError(f"DynamoDB table {name} is still {desc.get('TableStatus')} after {timeout}s")
+        time.sleep(1.0)
+        desc = client.describe_table(TableName=name)["Table"]
+    return created
+
+
+_sessions: dict[str | None, boto3.session.Session] = {}
+_sessions_lock = threading.Lock()
+
+
+def make_client(
+    region: str | None,
+    endpoint_url: str | None = None,
+    *,
+    aws_access_key_id: str | None = None,
+    aws_secret_access_key: str | None = None,
+    aws_session_token: str | None = None,
+    profile_name: str | None = None,
+    connect_timeout: float = 2.0,
+    read_timeout: float = 10.0,
+) -> Any:
+    """A DynamoDB client with botocore retries off and short timeouts.
+    Sessions are cached per profile (loading botocore's service models is the
+    slow part of creating a client); explicit credentials go to the client."""
+    config = Config(
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        tcp_keepalive=True,
+        max_pool_connections=64,
+    )
+    try:
+        with _sessions_lock:
+            session = _sessions.get(profile_name)
+            if session is None:
+                session = _sessions[profile_name] = boto3.session.Session(profile_name=profile_name)
+            return session.client(
+                "dynamodb",
+                region_name=region,
+                endpoint_url=endpoint_url,
+                aws_access_key_id=aws_access_key_id,
+                aws_secret_access_key=aws_secret_access_key,
+                aws_session_token=aws_session_token,
+                config=config,
+            )
+    except NoRegionError:
+        raise InvalidURIError("no AWS region: pass region= or set AWS_REGION") from None
+    except ValueError as exc:
+        raise InvalidURIError(f"bad DynamoDB endpoint or region: {exc}") from None
