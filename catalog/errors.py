@@ -10,6 +10,9 @@ from __future__ import annotations
 from commit.errors import (  # noqa: F401  (re-exported)
     CommitConflictError,
     CommitError,
+    CommitOutcomeUnknownError,
+    CoordinatorMismatchError,
+    UnrecoverableCommitError,
     IncompatibleTransactionError,
     TableNotFoundError,
     TooMuchContentionError,
@@ -24,7 +27,15 @@ from format.errors import (  # noqa: F401
     UnsupportedTypeError,
 )
 from format.manifest import MixedNamingError, UnknownFeatureFlagError  # noqa: F401
-from stores.errors import InvalidURIError, StoreError  # noqa: F401
+from stores.errors import (  # noqa: F401
+    AmbiguousStoreError,
+    ConditionalWriteUnsupportedError,
+    IncarnationMismatchError,
+    InvalidURIError,
+    StoreError,
+    StoreSchemaError,
+    StoreUnavailableError,
+)
 
 
 class TesseraError(Exception):
@@ -66,3 +77,74 @@ class PredicateTypeError(PredicateError):
     """A predicate that parses but does not type-check: a non-boolean predicate,
     a string column compared with a number, a literal that cannot be read as
     the column's type (``DATE '2024-13-01'``)."""
+
+
+class InvalidNameError(TesseraError, ValueError):
+    """A namespace or table name that is not allowed."""
+
+
+class NamespaceExistsError(TesseraError, FileExistsError):
+    """The namespace already exists."""
+
+
+class NamespaceNotFoundError(TesseraError, LookupError):
+    """No such namespace."""
+
+
+class NamespaceNotEmptyError(TesseraError):
+    """The namespace still holds tables or namespaces."""
+
+
+class NoSuchTableError(TesseraError, LookupError):
+    """No table of that name in the catalog."""
+
+
+class CatalogConnectionError(TesseraError, ConnectionError):
+    """The catalog database cannot be reached or opened."""
+
+
+class WarehouseNotWritableError(TesseraError, PermissionError):
+    """The warehouse location cannot be written."""
+
+
+class TransactionError(TesseraError):
+    """A multi-table transaction that cannot be committed as asked."""
+
+
+class UnsupportedSparkTypeError(TesseraError, TypeError):
+    """A Spark column type a Tessera table cannot store (maps, variants,
+    calendar intervals...), or a stored type Spark cannot read."""
+
+
+class SparkOptionError(TesseraError, ValueError):
+    """A ``tessera`` Spark data source option that is missing or malformed."""
+
+
+class SparkWriteError(TesseraError):
+    """A Spark write that cannot be committed as asked (for example a table
+    created concurrently with a different schema)."""
+
+
+class RowIdError(TesseraError):
+    """A problem with a table's stable row ids."""
+
+
+class DuplicateRowIdError(RowIdError):
+    """The same row id is live at two row addresses, or a fragment of a
+    stable-row-id table has no row id sequence: the table's metadata is corrupt."""
+
+
+class RowIdNotFoundError(RowIdError, KeyError):
+    """``take_rows`` asked for row ids that are not live in this version
+    (never assigned, deleted, or replaced by an update)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class CompactionError(TesseraError):
+    """A compaction that cannot be done as asked."""
+
+
+class CleanupError(TesseraError):
+    """A version clean-up that cannot be done as asked."""

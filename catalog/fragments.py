@@ -18,7 +18,8 @@ import format as tformat
 from format import deletion as ldeletion
 from format import schema as lschema
 from format.container import DATAFILE_VERSIONS
-from format.protos import rowids_pb2, table_pb2
+from format.protos import table_pb2
+from format.rowids import decode_row_ids  # noqa: F401  (moved to format.rowids; kept importable here)
 from stores.object_store import ObjectStore
 
 DATA_DIR = "data"
@@ -125,6 +126,7 @@ class FragmentReader:
     fields: list[lschema.LanceField]
     _readers: dict[str, tformat.FileReader] = field(default_factory=dict)
     _deleted: np.ndarray | None = None
+    _row_ids: np.ndarray | None = None
 
     @property
     def physical_rows(self) -> int:
@@ -208,61 +210,16 @@ class FragmentReader:
 
     def row_ids(self, start: int, stop: int) -> np.ndarray:
         """Stable row ids of physical rows [start, stop), or row addresses without them."""
-        seq = decode_row_ids(self.store, self.fragment)
-        if seq is None:
+        if not self.fragment.HasField("inline_row_ids") and not self.fragment.HasField("external_row_ids"):
             return (np.uint64(self.fragment.id) << np.uint64(32)) + np.arange(start, stop, dtype=np.uint64)
-        return seq[start:stop]
+        if self._row_ids is None:  # decoded once per reader, sliced per batch
+            self._row_ids = decode_row_ids(self.store, self.fragment)
+        return self._row_ids[start:stop]
 
     def close(self) -> None:
         for r in self._readers.values():
             r.close()
         self._readers.clear()
-
-
-def decode_row_ids(store: ObjectStore, frag: table_pb2.DataFragment) -> np.ndarray | None:
-    """The fragment's stable row ids, one per physical row (None without them)."""
-    which = frag.WhichOneof("row_id_sequence")
-    if which is None:
-        return None
-    if which == "inline_row_ids":
-        data = frag.inline_row_ids
-    else:
-        ext = frag.external_row_ids
-        data = store.read(ext.path)[ext.offset : ext.offset + ext.size] if ext.size else store.read(ext.path)[ext.offset :]
-    seq = rowids_pb2.RowIdSequence()
-    seq.ParseFromString(data)
-    parts = [_segment_values(s) for s in seq.segments]
-    return np.concatenate(parts).astype(np.uint64) if parts else np.zeros(0, np.uint64)
-
-
-def _u64_array(a: rowids_pb2.EncodedU64Array) -> np.ndarray:
-    which = a.WhichOneof("array")
-    if which == "u16_array":
-        return a.u16_array.base + np.frombuffer(a.u16_array.offsets, "<u2").astype(np.uint64)
-    if which == "u32_array":
-        return a.u32_array.base + np.frombuffer(a.u32_array.offsets, "<u4").astype(np.uint64)
-    if which == "u64_array":
-        return np.frombuffer(a.u64_array.values, "<u8").astype(np.uint64)
-    return np.zeros(0, np.uint64)
-
-
-def _segment_values(s: rowids_pb2.U64Segment) -> np.ndarray:
-    which = s.WhichOneof("segment")
-    if which == "range":
-        return np.arange(s.range.start, s.range.end, dtype=np.uint64)
-    if which == "range_with_holes":
-        r = s.range_with_holes
-        vals = np.arange(r.start, r.end, dtype=np.uint64)
-        return np.setdiff1d(vals, _u64_array(r.holes), assume_unique=True)
-    if which == "range_with_bitmap":
-        r = s.range_with_bitmap
-        bits = np.unpackbits(np.frombuffer(r.bitmap, np.uint8), bitorder="little", count=r.end - r.start).astype(bool)
-        return np.arange(r.start, r.end, dtype=np.uint64)[bits]
-    if which in ("sorted_array", "array"):
-        return _u64_array(getattr(s, which))
-    from format.errors import UnsupportedEncodingError
-
-    raise UnsupportedEncodingError(f"row id segment {which!r} is not supported")
 
 
 def iter_fragment_batches(

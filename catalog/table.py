@@ -222,8 +222,18 @@ class Table:
         mf.check_flags(self.manifest, writing=True)
 
     def _commit(self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, **kw) -> None:
-        self._mfile = commit_transaction(self._store, txn, base, handler=self._handler, **kw)
+        staging = getattr(self, "_staging", None)
+        if staging is not None:  # inside a multi-table transaction: record, commit later
+            self._mfile = staging.stage(self, txn, base, **kw)
+        else:
+            self._mfile = commit_transaction(self._store, txn, base, handler=self._handler, **kw)
         self._load_schema()
+
+    def close(self) -> None:
+        """Release the connections of this table's manifest store (if any)."""
+        ms = getattr(self._handler, "ms", None)
+        if ms is not None:
+            ms.close()
 
     def _run(self, build: Callable[["Table", mf.ManifestFile], transaction_pb2.Transaction | None]) -> None:
         """Build a transaction on this version and commit it; when a concurrent
@@ -464,6 +474,55 @@ class Table:
             })
             prev = m
         return out
+
+    # -- stable row ids, compaction, version clean-up ----------------------------------
+
+    def row_id_index(self):
+        """This version's row id -> row address index (built on first use, cached)."""
+        from .rowid_index import index_for
+
+        return index_for(self)
+
+    def take_rows(self, row_ids, columns: Sequence[str] | None = None, *, on_missing: str = "skip") -> pa.Table:
+        """Rows by ``_rowid`` (the stable id; the row address without stable
+        row ids), in the order given; ids not live are skipped (or raise with
+        ``on_missing="raise"``)."""
+        from .rowid_index import take_rows
+
+        return take_rows(self, row_ids, columns, on_missing=on_missing)
+
+    def compact(self, target_rows_per_fragment: int = 1024 * 1024, sort_by=None, *,
+                materialize_deletions: bool = True, materialize_deletions_threshold: float = 0.1,
+                external_sequences_over: int | None = None):
+        """Merge small fragments and materialise deletions (row ids are kept);
+        ``sort_by`` (column names) also sorts the rows.  Returns CompactionMetrics."""
+        from .compaction import compact
+
+        return compact(self, target_rows_per_fragment, sort_by, materialize_deletions=materialize_deletions,
+                       materialize_deletions_threshold=materialize_deletions_threshold,
+                       external_sequences_over=external_sequences_over)
+
+    def cleanup(self, older_than: dt.timedelta | dt.datetime = dt.timedelta(days=14), *, keep_tagged: bool = True,
+                orphan_age: dt.timedelta | None = dt.timedelta(days=1), dry_run: bool = False):
+        """Delete versions older than ``older_than`` (except the latest and, with
+        ``keep_tagged``, tagged ones; the tags of removed versions are deleted)
+        and every file only they needed, then failed commits' orphans older than
+        ``orphan_age``.  Returns a VersionCleanupReport."""
+        from commit.version_cleanup import cleanup_old_versions
+
+        if not isinstance(older_than, (dt.timedelta, dt.datetime)):
+            raise InvalidArgumentError(f"older_than must be a timedelta or datetime, got {older_than!r}")
+        if isinstance(older_than, dt.timedelta) and older_than < dt.timedelta(0):
+            raise InvalidArgumentError("older_than must not be negative")
+        tags = {name: int(t["version"]) for name, t in self.tags.list().items()}
+        ms = getattr(self._handler, "ms", None)
+        staged = {r.path for r in ms.versions_after(self._handler.table_key, 0) if not r.is_final} if ms else set()
+        report = cleanup_old_versions(self._store, self._handler, older_than, tagged=tags, keep_tagged=keep_tagged,
+                                      orphan_age=orphan_age, protect_staged=staged, dry_run=dry_run)
+        if not dry_run:
+            for name in report.orphaned_tags:
+                self.tags.delete(name)
+        return report
 
 
 def _row_delta(prev: table_pb2.Manifest | None, cur: table_pb2.Manifest) -> tuple[int, int]:

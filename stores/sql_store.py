@@ -44,6 +44,7 @@ import logging
 import os
 import random
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -92,6 +93,18 @@ def _orig(exc: BaseException) -> BaseException:
     return getattr(exc, "orig", None) or exc
 
 
+_LIVE: "weakref.WeakSet[SqlManifestStore]" = weakref.WeakSet()
+
+
+def _dispose_after_fork() -> None:
+    for store in list(_LIVE):
+        store._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_dispose_after_fork)
+
+
 class SqlManifestStore:
     """A :class:`~stores.manifest_store.ManifestStore` in a SQL database."""
 
@@ -102,6 +115,11 @@ class SqlManifestStore:
         self._url = url
         self._backend = url.get_backend_name()
         self._identity = self._render_identity(url)
+        _LIVE.add(self)
+
+    def _after_fork(self) -> None:
+        # a child must never use the parent's pooled connections
+        self._engine.dispose(close=False)
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -139,7 +157,10 @@ class SqlManifestStore:
         if backend != "sqlite":
             kwargs.update(pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=pool_pre_ping, pool_recycle=1800)
         else:
-            kwargs.update(pool_size=pool_size, max_overflow=max_overflow, poolclass=sa.pool.QueuePool)
+            # no pooled SQLite connection survives an operation: a connection that
+            # is open across fork() corrupts the locking of the WAL (lost commits
+            # were observed when a parent held one while children committed)
+            kwargs.update(poolclass=sa.pool.NullPool)
         engine = sql_migrate.create_sql_engine(parsed, **kwargs)
         if backend == "sqlite":
             _install_sqlite_pragmas(engine, busy_timeout_ms)
@@ -236,6 +257,37 @@ class SqlManifestStore:
         check_bound(version)
         params = {"h": table_hash(table_key), "v": version}
         return [_record(r) for r in self._read(lambda c: c.execute(AFTER, params).all())]
+
+    def reserve_many(self, records: list[VersionRecord]) -> None:
+        """Reserve several rows (of one or several tables) in ONE database
+        transaction: all of them or none.  VersionExistsError when any is taken
+        (nothing is kept), IncarnationMismatchError on a predecessor mismatch."""
+        for r in records:
+            check_record(r, max_id_chars=MAX_ID_CHARS)
+
+        def run(conn: Connection) -> None:
+            conn = conn.execution_options(isolation_level=_TXN_ISOLATION.get(self._backend, "READ COMMITTED"))
+            with conn.begin():
+                for r in records:
+                    params = {
+                        "h": table_hash(r.table_key), "v": r.version, "pv": r.version - 1, "key": r.table_key,
+                        "path": r.path, "size": r.size, "txn": r.transaction_uuid, "inc": r.incarnation,
+                    }
+                    params.update(h2=params["h"], inc2=r.incarnation)
+                    if conn.execute(RESERVE, params).rowcount != 1:
+                        raise IncarnationMismatchError(
+                            f"reserve {r.table_key} v{r.version}: the predecessor belongs to another incarnation"
+                        )
+
+        try:
+            self._write(run, f"reserve {len(records)} versions")
+        except sa_exc.IntegrityError as exc:
+            raise VersionExistsError(f"one of {[(r.table_key, r.version) for r in records]} is already reserved") from exc
+
+    def snapshot(self) -> "SqlSnapshot":
+        """A read-only view of the latest rows as of one database snapshot,
+        so several tables' latest versions are read consistently."""
+        return SqlSnapshot(self)
 
     def delete_table(self, table_key: str) -> int:
         """Remove every row of a table; returns how many were removed."""
@@ -392,6 +444,40 @@ class SqlManifestStore:
             return f"sqlite:///{os.path.abspath(url.database or '')}#{TABLE_NAME}"
         port = f":{url.port}" if url.port else ""
         return f"{backend}://{url.host or ''}{port}/{url.database}#{TABLE_NAME}"
+
+
+_TXN_ISOLATION = {"sqlite": "SERIALIZABLE", "postgresql": "REPEATABLE READ", "mysql": "REPEATABLE READ",
+                  "mariadb": "REPEATABLE READ"}
+
+
+class SqlSnapshot:
+    """Reads of one consistent database snapshot (a repeatable-read transaction)."""
+
+    def __init__(self, store: SqlManifestStore) -> None:
+        self._store = store
+        conn = store._connect()
+        if store._backend == "sqlite":
+            # pysqlite only opens transactions before DML; a read snapshot needs an
+            # explicit BEGIN on the autocommit connection (WAL fixes it at the first read)
+            self._conn, self._txn = conn, None
+            conn.exec_driver_sql("BEGIN")
+        else:
+            self._conn = conn.execution_options(isolation_level=_TXN_ISOLATION.get(store._backend, "REPEATABLE READ"))
+            self._txn = self._conn.begin()
+
+    def latest(self, table_key: str) -> VersionRecord | None:
+        check_key(table_key)
+        rows = self._conn.execute(LATEST, {"h": table_hash(table_key)}).all()
+        return _record(rows[0]) if rows else None
+
+    def close(self) -> None:
+        try:
+            if self._txn is None:
+                self._conn.exec_driver_sql("ROLLBACK")
+            else:
+                self._txn.rollback()
+        finally:
+            self._conn.close()
 
 
 def _record(row: sa.Row[Any]) -> VersionRecord:

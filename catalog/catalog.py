@@ -1,0 +1,381 @@
+"""The catalog: namespaces and tables in a SQL database, tables in a warehouse.
+
+``connect()`` opens (and migrates) the catalog database — SQLite under the
+warehouse by default, PostgreSQL or MySQL/MariaDB by URL — and hands out
+:class:`~catalog.table.Table` objects.  Settings come from arguments, then the
+environment (``TESSERA_CATALOG_URI``, ``TESSERA_WAREHOUSE``), then a TOML config
+file (``TESSERA_CONFIG`` or ``~/.config/tessera/config.toml``, section
+``[catalog.<name>]``), as pyiceberg does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import re
+import tomllib
+import uuid
+from typing import Any, Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from stores.object_store import open_object_store
+
+from .errors import (
+    CatalogConnectionError,
+    InvalidArgumentError,
+    InvalidNameError,
+    NamespaceExistsError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+    NoSuchTableError,
+    TableExistsError,
+    WarehouseNotWritableError,
+)
+from .models import NamespaceRow, TableRow
+from .table import Table
+
+log = logging.getLogger(__name__)
+
+_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,127}$")
+DEFAULT_CONFIG = os.path.join(os.path.expanduser("~"), ".config", "tessera", "config.toml")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def split_name(ident: str | tuple | list, what: str = "table") -> tuple[str, ...]:
+    parts = tuple(ident.split(".")) if isinstance(ident, str) else tuple(ident)
+    if not parts or any(not isinstance(p, str) or not _PART.match(p) for p in parts):
+        raise InvalidNameError(
+            f"invalid {what} name {ident!r}: use dot-separated parts of letters, digits, '_' or '-', "
+            "each starting with a letter or '_'"
+        )
+    return parts
+
+
+def _load_config(name: str | None) -> dict[str, Any]:
+    path = os.environ.get("TESSERA_CONFIG", DEFAULT_CONFIG)
+    if not os.path.exists(path):
+        return {}
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    cats = data.get("catalog", {})
+    return dict(cats.get(name or "default", {}))
+
+
+def connect(uri: str | None = None, warehouse: str | None = None, *, name: str | None = None,
+            storage_options: dict | None = None, **options) -> "Catalog":
+    """Open a catalog.
+
+    ``uri`` is a SQLAlchemy URL for the catalog database (default: a SQLite file
+    under the warehouse); ``warehouse`` is where new tables go (a local path or
+    ``s3://bucket/prefix``)."""
+    cfg = _load_config(name)
+    uri = uri or os.environ.get("TESSERA_CATALOG_URI") or cfg.get("uri")
+    warehouse = warehouse or os.environ.get("TESSERA_WAREHOUSE") or cfg.get("warehouse")
+    if not warehouse:
+        raise InvalidArgumentError("connect() needs a warehouse (argument, TESSERA_WAREHOUSE or config file)")
+    storage_options = {**cfg.get("storage_options", {}), **(storage_options or {})}
+    if uri is None:
+        if "://" in warehouse and not warehouse.startswith("file://"):
+            raise InvalidArgumentError("an object-store warehouse needs a catalog database URL (uri=...)")
+        root = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
+        _check_local_warehouse(root)
+        uri = f"sqlite:///{os.path.join(os.path.abspath(root), 'catalog.db')}"
+    elif "://" not in warehouse or warehouse.startswith("file://"):
+        _check_local_warehouse(warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse)
+    return Catalog(uri, warehouse, storage_options=storage_options, **options)
+
+
+def _check_local_warehouse(root: str) -> None:
+    try:
+        os.makedirs(root, exist_ok=True)
+        probe = os.path.join(root, f".tessera-write-check-{uuid.uuid4().hex}")
+        with open(probe, "wb") as f:
+            f.write(b"ok")
+        os.unlink(probe)
+    except OSError as exc:
+        raise WarehouseNotWritableError(f"the warehouse {root!r} is not writable: {exc}") from exc
+
+
+class Catalog:
+    """Namespaces and tables, recorded in SQL."""
+
+    def __init__(self, uri: str, warehouse: str, *, storage_options: dict | None = None,
+                 default_file_version: str = "2.2") -> None:
+        from stores.sql_migrate import upgrade
+
+        self.uri = uri
+        self.warehouse = warehouse.rstrip("/")
+        self.storage_options = storage_options or {}
+        self.default_file_version = default_file_version
+        try:
+            upgrade(uri)  # creates or upgrades the schema through Alembic
+            self.engine = sa.create_engine(uri, pool_pre_ping=True)
+            with self.engine.connect() as c:
+                c.execute(sa.text("SELECT 1"))
+        except (OperationalError, ProgrammingError, SQLAlchemyError, OSError) as exc:
+            raise CatalogConnectionError(f"cannot open the catalog database {_safe(uri)}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - driver-specific connection failures
+            if type(exc).__name__ in ("StoreUnavailableError", "StoreSchemaError"):
+                raise CatalogConnectionError(f"cannot open the catalog database {_safe(uri)}: {exc}") from exc
+            raise
+        self._manifest_store = None
+
+    def close(self) -> None:
+        self.engine.dispose()
+        if self._manifest_store is not None:
+            self._manifest_store.close()
+
+    def __enter__(self) -> "Catalog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Catalog({_safe(self.uri)!r}, warehouse={self.warehouse!r})"
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _session(self) -> Session:
+        return Session(self.engine)
+
+    @property
+    def manifest_store(self):
+        """The catalog database's own manifest store (commit_store="catalog")."""
+        if self._manifest_store is None:
+            from stores.sql_store import SqlManifestStore
+
+            self._manifest_store = SqlManifestStore.from_url(self.uri)
+        return self._manifest_store
+
+    def _commit_store_for(self, value: str):
+        if value == "native":
+            return None
+        if value == "catalog":
+            return self.manifest_store
+        return value
+
+    # -- namespaces --------------------------------------------------------------------
+
+    def create_namespace(self, name: str, properties: dict | None = None, *, exist_ok: bool = False) -> None:
+        parts = split_name(name, "namespace")
+        ns = ".".join(parts)
+        with self._session() as s, s.begin():
+            if len(parts) > 1 and s.get(NamespaceRow, ".".join(parts[:-1])) is None:
+                raise NamespaceNotFoundError(f"parent namespace {'.'.join(parts[:-1])!r} does not exist")
+            if s.get(NamespaceRow, ns) is not None:
+                if exist_ok:
+                    return
+                raise NamespaceExistsError(f"namespace {ns!r} already exists")
+            s.add(NamespaceRow(name=ns, properties=json.dumps(properties or {}), created_at=_now()))
+
+    def list_namespaces(self, parent: str | None = None) -> list[str]:
+        with self._session() as s:
+            names = [r for (r,) in s.execute(sa.select(NamespaceRow.name).order_by(NamespaceRow.name))]
+        if parent is None:
+            return [n for n in names if "." not in n]
+        prefix = ".".join(split_name(parent, "namespace")) + "."
+        return [n for n in names if n.startswith(prefix) and "." not in n[len(prefix):]]
+
+    def namespace_exists(self, name: str) -> bool:
+        with self._session() as s:
+            return s.get(NamespaceRow, ".".join(split_name(name, "namespace"))) is not None
+
+    def _namespace(self, s: Session, ns: str) -> NamespaceRow:
+        row = s.get(NamespaceRow, ns)
+        if row is None:
+            raise NamespaceNotFoundError(f"namespace {ns!r} does not exist; create it with create_namespace")
+        return row
+
+    def namespace_properties(self, name: str) -> dict:
+        ns = ".".join(split_name(name, "namespace"))
+        with self._session() as s:
+            return json.loads(self._namespace(s, ns).properties)
+
+    def update_namespace_properties(self, name: str, updates: dict | None = None, removals: list | None = None) -> dict:
+        ns = ".".join(split_name(name, "namespace"))
+        with self._session() as s, s.begin():
+            row = self._namespace(s, ns)
+            props = json.loads(row.properties)
+            props.update(updates or {})
+            for k in removals or []:
+                props.pop(k, None)
+            row.properties = json.dumps(props)
+            return props
+
+    def drop_namespace(self, name: str) -> None:
+        ns = ".".join(split_name(name, "namespace"))
+        with self._session() as s, s.begin():
+            row = self._namespace(s, ns)
+            tables = s.execute(sa.select(sa.func.count()).select_from(TableRow).where(TableRow.namespace == ns)).scalar()
+            children = s.execute(
+                sa.select(sa.func.count()).select_from(NamespaceRow).where(NamespaceRow.name.like(ns + ".%"))
+            ).scalar()
+            if tables or children:
+                raise NamespaceNotEmptyError(
+                    f"namespace {ns!r} holds {tables} table(s) and {children} namespace(s); drop them first"
+                )
+            s.delete(row)
+
+    # -- tables ------------------------------------------------------------------------
+
+    def _ident(self, ident) -> tuple[str, str]:
+        parts = split_name(ident)
+        if len(parts) < 2:
+            raise InvalidNameError(f"table name {ident!r} needs a namespace: 'namespace.table'")
+        return ".".join(parts[:-1]), parts[-1]
+
+    def _location(self, ns: str, name: str) -> str:
+        return f"{self.warehouse}/{'/'.join(ns.split('.'))}/{name}.lance"
+
+    def _choose_commit_store(self, location: str, commit_store: str | None) -> str:
+        if commit_store not in (None, "auto"):
+            if commit_store in ("native", "catalog") or "://" in commit_store:
+                return commit_store
+            raise InvalidArgumentError(
+                f"commit_store must be 'auto', 'native', 'catalog' or a store URL, got {commit_store!r}"
+            )
+        store = open_object_store(location, self.storage_options)
+        if type(store).__name__ == "LocalObjectStore":
+            return "native"
+        try:
+            from stores.probe import probe_conditional_put
+
+            probe_conditional_put(store)
+            return "native"
+        except Exception as exc:  # noqa: BLE001 - no usable conditional put: use the catalog's store
+            log.info("%s: no trustworthy conditional put (%s); commits go through the catalog database", location, exc)
+            return "catalog"
+
+    def create_table(self, ident, data_or_schema, *, file_version: str | None = None, commit_store: str | None = None,
+                     properties: dict | None = None, location: str | None = None,
+                     stable_row_ids: bool = False) -> Table:
+        """Create a table from data or a pyarrow schema.
+
+        ``commit_store``: "auto" (default: native when the object store has a
+        trustworthy conditional put, else the catalog's SQL store), "native",
+        "catalog", or an external store URL (Redis, DynamoDB, SQL)."""
+        ns, name = self._ident(ident)
+        location = location or self._location(ns, name)
+        chosen = self._choose_commit_store(location, commit_store)
+        # claim the name first (a concurrent create fails here, before any file
+        # is written), then create the table; undo the claim if that fails
+        try:
+            with self._session() as s, s.begin():
+                self._namespace(s, ns)
+                if s.get(TableRow, (ns, name)) is not None:
+                    raise TableExistsError(f"table {ns}.{name} already exists")
+                s.add(TableRow(namespace=ns, name=name, uri=location, commit_store=chosen,
+                               properties=json.dumps(properties or {}), created_at=_now()))
+        except IntegrityError as exc:
+            raise TableExistsError(f"table {ns}.{name} already exists") from exc
+        try:
+            return Table.create(location, data_or_schema, file_version=file_version or self.default_file_version,
+                                commit_store=self._commit_store_for(chosen), storage_options=self.storage_options,
+                                stable_row_ids=stable_row_ids)
+        except BaseException:
+            with self._session() as s, s.begin():
+                row = s.get(TableRow, (ns, name))
+                if row is not None:
+                    s.delete(row)
+            raise
+
+    def _row(self, s: Session, ident) -> TableRow:
+        ns, name = self._ident(ident)
+        row = s.get(TableRow, (ns, name))
+        if row is None:
+            raise NoSuchTableError(f"table {ns}.{name} does not exist")
+        return row
+
+    def load_table(self, ident, version: int | str | None = None) -> Table:
+        with self._session() as s:
+            row = self._row(s, ident)
+            uri, store = row.uri, row.commit_store
+        return Table.open(uri, version=version, commit_store=self._commit_store_for(store),
+                          storage_options=self.storage_options)
+
+    def table_exists(self, ident) -> bool:
+        try:
+            with self._session() as s:
+                self._row(s, ident)
+            return True
+        except NoSuchTableError:
+            return False
+
+    def list_tables(self, namespace: str) -> list[str]:
+        ns = ".".join(split_name(namespace, "namespace"))
+        with self._session() as s:
+            self._namespace(s, ns)
+            rows = s.execute(sa.select(TableRow.name).where(TableRow.namespace == ns).order_by(TableRow.name))
+            return [f"{ns}.{n}" for (n,) in rows]
+
+    def rename_table(self, old, new) -> None:
+        """Rename in the catalog; the data stays where it is."""
+        new_ns, new_name = self._ident(new)
+        with self._session() as s, s.begin():
+            row = self._row(s, old)
+            self._namespace(s, new_ns)
+            if s.get(TableRow, (new_ns, new_name)) is not None:
+                raise TableExistsError(f"table {new_ns}.{new_name} already exists")
+            s.add(TableRow(namespace=new_ns, name=new_name, uri=row.uri, commit_store=row.commit_store,
+                           properties=row.properties, created_at=row.created_at))
+            s.delete(row)
+
+    def drop_table(self, ident, *, purge: bool = False) -> None:
+        """Remove the table from the catalog; with ``purge``, delete its data too."""
+        with self._session() as s, s.begin():
+            row = self._row(s, ident)
+            uri, store = row.uri, row.commit_store
+            s.delete(row)
+        if purge:
+            obj = open_object_store(uri, self.storage_options)
+            for path, _, _ in obj.walk(""):
+                obj.delete(path)
+            cs = self._commit_store_for(store)
+            if cs is not None:
+                from stores.manifest_store import normalize_table_uri, open_manifest_store
+
+                ms = open_manifest_store(cs) if isinstance(cs, str) else cs
+                ms.delete_table(normalize_table_uri(uri))
+
+    def table_properties(self, ident) -> dict:
+        with self._session() as s:
+            return json.loads(self._row(s, ident).properties)
+
+    def update_table_properties(self, ident, updates: dict | None = None, removals: list | None = None) -> dict:
+        with self._session() as s, s.begin():
+            row = self._row(s, ident)
+            props = json.loads(row.properties)
+            props.update(updates or {})
+            for k in removals or []:
+                props.pop(k, None)
+            row.properties = json.dumps(props)
+            return props
+
+    def table_info(self, ident) -> dict:
+        with self._session() as s:
+            row = self._row(s, ident)
+            return {"name": f"{row.namespace}.{row.name}", "uri": row.uri, "commit_store": _safe(row.commit_store),
+                    "properties": json.loads(row.properties), "created_at": row.created_at}
+
+    def transaction(self):
+        """A multi-table transaction (see ``catalog.transaction``)."""
+        from .transaction import CatalogTransaction
+
+        return CatalogTransaction(self)
+
+
+def _safe(url: str) -> str:
+    """A URL without its password."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001
+        return re.sub(r"//([^:/@]+):[^@]+@", r"//\1:***@", url)

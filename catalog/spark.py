@@ -1,0 +1,279 @@
+"""The ``tessera`` PySpark data source (``pyspark.sql.datasource``, PySpark 4.1+).
+
+Register it once per SparkSession, then read and write tables by URI::
+
+    import catalog.spark
+    catalog.spark.register(spark)
+
+    (df.write.format("tessera").mode("append")          # or "overwrite"
+       .option("commit_store", "redis://host:6379/0")   # the table's coordinator, if any
+       .option("storage.endpoint_url", "http://...")    # storage_options, prefixed
+       .save("s3://bucket/events"))
+    spark.read.format("tessera").option("version", 3).load("s3://bucket/events")
+
+Only ``append`` and ``overwrite`` save modes exist (Spark's default,
+``errorifexists``, is refused by Spark itself).  Writing creates the table when
+there is none.
+
+Options (keys are case-insensitive, values strings):
+
+=======================  ========================================================
+``path`` / ``load(uri)``  table URI: a local path, ``file://``, ``s3://``
+``table``                 a table *name*, resolved by a name resolver (see below)
+``resolver``              ``module:function`` resolving ``table`` names
+``commit_store``          external manifest store URL coordinating commits
+``storage.<key>``         one entry of ``storage_options`` (``storage.region``...)
+``version`` / ``tag``     read: time travel to a version number or a tag
+``columns``               read: comma-separated columns (Spark 4.3 does not pass
+                          the projection to Python sources)
+``pushdown``              read: ``true``/``false``, push filters (default: as
+                          :func:`register` chose, off unless asked; read its
+                          docs for the PySpark 4.3 caveat)
+``batch_rows``            read: rows per Arrow batch (65536)
+``rows_per_partition``    read: split fragments larger than this (1048576)
+``file_version``          write, new tables: Lance file version (2.2)
+``max_rows_per_file``     write: rows per data file/fragment (1048576)
+``write_batch_rows``      write: rows buffered before encoding (131072)
+=======================  ========================================================
+
+Where the code runs: ``DataSource`` methods run in short-lived *planning*
+Python workers that the driver JVM starts — not in the user's process — so all
+state they share with tasks and with the commit is pickled plain data (URIs,
+options, version numbers, serialized protobufs).  See
+:mod:`catalog.spark_write` and :mod:`catalog.spark_read`.
+
+Snapshots: each query resolves the latest version (or the one asked for) when
+Spark plans it — but PySpark 4.3 keeps a DataFrame's (or temporary view's)
+read plan and reuses it for later queries of that DataFrame that have no
+pushable filter, so ``df.count()`` repeated after another writer committed can
+still count the earlier snapshot.  Load a new DataFrame to see new commits.
+
+Addressing by name: ``.option("table", "ns.events")`` is resolved by a
+:data:`NameResolver` — ``.option("resolver", "pkg.module:function")``, or the
+process-wide default set with :func:`set_name_resolver`.  Because planning
+workers are separate processes, a default must be installed by code those
+workers import (for example the module defining the resolver calling
+:func:`set_name_resolver` at import time, imported from here); the
+``resolver`` option always works.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+from urllib.parse import urlparse
+
+try:
+    from pyspark.sql.datasource import DataSource
+except ImportError as _exc:  # pragma: no cover - pyspark is an optional dependency
+    raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
+
+from .errors import SparkOptionError, UnknownColumnError
+
+log = logging.getLogger(__name__)
+
+FORMAT = "tessera"
+STORAGE_PREFIX = "storage."
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+@dataclass(frozen=True)
+class TableLocation:
+    """Where a table lives and how its commits are coordinated."""
+
+    uri: str
+    commit_store: str | None = None
+    storage_options: dict[str, str] = field(default_factory=dict)
+
+
+#: maps a table name and the data source options to its location
+NameResolver = Callable[[str, Mapping[str, str]], TableLocation]
+_default_resolver: NameResolver | None = None
+
+
+def set_name_resolver(resolver: NameResolver | None) -> None:
+    """Install the default resolver for ``.option("table", name)`` in this process."""
+    global _default_resolver
+    _default_resolver = resolver
+
+
+def _load_resolver(spec: str) -> NameResolver:
+    module, _, attr = spec.partition(":")
+    if not module or not attr:
+        raise SparkOptionError(f"option resolver must be 'module:function', got {spec!r}")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise SparkOptionError(f"cannot load the table name resolver {spec!r}: {exc}") from exc
+
+
+def normalize_uri(uri: str) -> str:
+    """Spark hands paths as ``/abs``, ``file:///abs`` or (from SQL) ``file:/abs``;
+    local paths become absolute, other URIs are kept."""
+    p = urlparse(uri)
+    if p.scheme.lower() == "file":
+        if p.netloc not in ("", "localhost"):
+            raise SparkOptionError(f"file URI {uri!r} names a host; use file:///absolute/path")
+        return os.path.abspath(p.path)
+    if p.scheme == "" or (len(p.scheme) == 1 and os.name == "nt"):
+        return os.path.abspath(uri)
+    return uri
+
+
+def resolve_location(options: Mapping[str, str]) -> TableLocation:
+    """The table a set of data source options addresses."""
+    opts = {k.lower(): v for k, v in options.items()}
+    storage = {k[len(STORAGE_PREFIX):]: v for k, v in opts.items() if k.startswith(STORAGE_PREFIX)}
+    name, path = opts.get("table"), opts.get("path")
+    if name and path:
+        raise SparkOptionError(f"give either a path ({path!r}) or a table name ({name!r}), not both")
+    if name:
+        spec = opts.get("resolver")
+        resolver = _load_resolver(spec) if spec else _default_resolver
+        if resolver is None:
+            raise SparkOptionError(
+                f"cannot resolve table name {name!r}: no name resolver is installed; load/save by URI, "
+                "or pass .option('resolver', 'module:function')"
+            )
+        loc = resolver(name, opts)
+        return TableLocation(normalize_uri(loc.uri), loc.commit_store, {**loc.storage_options, **storage})
+    if not path:
+        raise SparkOptionError("no table given: use .load(uri) / .save(uri) or .option('table', name)")
+    return TableLocation(normalize_uri(path), opts.get("commit_store") or None, storage)
+
+
+def _int_option(opts: Mapping[str, str], key: str, default: int | None) -> int | None:
+    raw = opts.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SparkOptionError(f"option {key} must be an integer, got {raw!r}") from None
+    if value < 0 or (value == 0 and key != "version"):
+        raise SparkOptionError(f"option {key} must be positive, got {raw!r}")
+    return value
+
+
+class TesseraDataSource(DataSource):
+    """``format("tessera")``: batch reads and append/overwrite writes of Tessera tables."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    @property
+    def location(self) -> TableLocation:
+        return resolve_location(self.options)
+
+    #: push filters unless the ``pushdown`` option says otherwise (see :func:`register`)
+    pushdown_default = False
+
+    def _open(self):
+        """The table at the version the options ask for (latest by default)."""
+        from .table import Table
+
+        loc = self.location
+        version = _int_option(self.options, "version", None)
+        tag = self.options.get("tag")
+        if version is not None and tag:
+            raise SparkOptionError("give either option version or option tag, not both")
+        return Table.open(loc.uri, version if version is not None else tag, commit_store=loc.commit_store,
+                          storage_options=loc.storage_options)
+
+    def _pushdown(self) -> bool:
+        raw = self.options.get("pushdown")
+        if raw is None:
+            return self.pushdown_default
+        if raw.lower() not in ("true", "false"):
+            raise SparkOptionError(f"option pushdown must be true or false, got {raw!r}")
+        return raw.lower() == "true"
+
+    def _columns(self, names: list[str]) -> list[str]:
+        raw = self.options.get("columns")
+        if raw is None:
+            return names
+        cols = [c.strip() for c in raw.split(",") if c.strip()]
+        unknown = [c for c in cols if c not in names]
+        if unknown or not cols:
+            raise UnknownColumnError(f"option columns names {unknown or 'nothing'}; the table has {names}")
+        return cols
+
+    def schema(self):
+        from pyspark.sql.types import StructType
+
+        from .spark_types import spark_schema_of
+
+        table = self._open()
+        full = spark_schema_of(table.schema)
+        return StructType([full[c] for c in self._columns(full.fieldNames())])
+
+    def reader(self, schema):
+        from format import schema as lschema
+
+        from .spark_read import ReadPlan, TesseraFilteringReader, TesseraReader
+
+        table = self._open()
+        names = table.schema.names
+        unknown = [c for c in schema.fieldNames() if c not in names]
+        if unknown:
+            raise UnknownColumnError(f"{table.uri} version {table.version} has no columns {unknown}")
+        o = self.options
+        plan = ReadPlan(
+            uri=table.uri, storage_options=self.location.storage_options, version=table.version,
+            field_protos=[p.SerializeToString() for p in lschema.fields_to_protos(
+                lschema.fields_from_protos(table.manifest.fields))],
+            schema_metadata=dict(table.manifest.schema_metadata), columns=schema.fieldNames(),
+            batch_rows=_int_option(o, "batch_rows", 64 * 1024),
+            rows_per_partition=_int_option(o, "rows_per_partition", 1024 * 1024),
+        )
+        cls = TesseraFilteringReader if self._pushdown() else TesseraReader
+        return cls(plan, schema, [f.SerializeToString() for f in table.fragments])
+
+    def writer(self, schema, overwrite: bool):
+        from .spark_write import plan_write
+
+        if self.options.get("version") or self.options.get("tag"):
+            raise SparkOptionError("options version and tag are for reads; writes always go to the latest version")
+        return plan_write(self.location, schema, overwrite, self.options)
+
+
+class TesseraPushdownDataSource(TesseraDataSource):
+    """``format("tessera")`` with filter pushdown on by default."""
+
+    pushdown_default = True
+
+
+def register(spark, *, pushdown: bool = False) -> None:
+    """Make ``format("tessera")`` available in ``spark`` (per session) and set
+    ``spark.sql.python.filterPushdown.enabled``, which pushdown needs.
+
+    ``pushdown=True`` pushes filters by default (each read can still choose
+    with the ``pushdown`` option).  It is off by default because PySpark 4.3
+    caches the read plan that filter pushdown produced on the DataFrame (or
+    temporary view) itself and reuses it for a later query of the same
+    DataFrame that has no pushable filter: ``df.filter("id > 5").count()``
+    followed by ``df.count()`` returns the filtered count.  With pushdown on,
+    derive each filtered query from a fresh ``spark.read...load()``.
+
+    Spark looks Python data sources up in the JVM's *active* session, which is
+    per thread: a job started from another Python thread fails with
+    ``DATA_SOURCE_NOT_FOUND`` unless that thread calls :func:`activate` first."""
+    spark.dataSource.register(TesseraPushdownDataSource if pushdown else TesseraDataSource)
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    activate(spark)
+
+
+def activate(spark) -> None:
+    """Make ``spark`` the active session of the calling thread (needed before
+    using ``format("tessera")`` from a thread other than the registering one)."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is not None:  # classic PySpark; Spark Connect sessions have no JVM here
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
+__all__ = ["FORMAT", "NameResolver", "TableLocation", "TesseraDataSource", "TesseraPushdownDataSource", "activate",
+           "register", "resolve_location", "set_name_resolver"]

@@ -1,0 +1,207 @@
+"""Spark <-> Arrow types for the ``tessera`` Spark data source.
+
+Reading maps every Arrow type Tessera's format stores onto the closest Spark
+type; the batches handed to Spark are then cast to exactly the Arrow schema
+Spark derives from that Spark type (``to_arrow_schema(schema, timezone="UTC")``),
+column order and nullability included.
+
+======================  ===============================  ==========================
+Arrow (stored)          Spark                            Note
+======================  ===============================  ==========================
+bool, int8..int64       Boolean, Byte, Short, Int, Long
+uint8 / uint16 / uint32 Short / Int / Long               widened
+uint64                  Decimal(20, 0)                   widened, exact
+float16/32, float64     Float, Double
+string, large_string    String
+binary, large_binary,   Binary
+fixed_size_binary
+date32, date64          Date
+timestamp[any, tz]      Timestamp                        truncated to microseconds
+timestamp[any]          TimestampNTZ                     truncated to microseconds
+time32/time64           Time                             Spark 4.1+
+duration                DayTimeInterval                  truncated to microseconds
+decimal128/256 (p<=38)  Decimal(p, s)
+list, large_list,       Array
+fixed_size_list
+struct                  Struct
+null                    Null
+======================  ===============================  ==========================
+
+Writing a DataFrame that creates (or overwrites) a table stores Spark's own
+Arrow types (timestamps as ``timestamp[us, tz=UTC]``, lists with an ``item``
+child).  Maps, calendar and year-month intervals, variants, geometry types and
+user-defined types have no Tessera type: :class:`UnsupportedSparkTypeError`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from .errors import SchemaMismatchError, UnsupportedSparkTypeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql.types import DataType, StructType
+
+#: the child name Lance and Arrow use for list items (Spark says "element")
+LIST_ITEM = "item"
+
+
+# -- Arrow -> Spark (reads) -----------------------------------------------------------------
+
+
+def spark_type_of(t: pa.DataType, where: str = "") -> "DataType":
+    """The Spark type a column of Arrow type ``t`` reads as."""
+    from pyspark.sql import types as T
+
+    simple = {
+        pa.bool_(): T.BooleanType(), pa.int8(): T.ByteType(), pa.int16(): T.ShortType(),
+        pa.int32(): T.IntegerType(), pa.int64(): T.LongType(), pa.uint8(): T.ShortType(),
+        pa.uint16(): T.IntegerType(), pa.uint32(): T.LongType(), pa.uint64(): T.DecimalType(20, 0),
+        pa.float16(): T.FloatType(), pa.float32(): T.FloatType(), pa.float64(): T.DoubleType(),
+        pa.string(): T.StringType(), pa.large_string(): T.StringType(), pa.binary(): T.BinaryType(),
+        pa.large_binary(): T.BinaryType(), pa.date32(): T.DateType(), pa.date64(): T.DateType(),
+        pa.null(): T.NullType(),
+    }
+    if t in simple:
+        return simple[t]
+    if pa.types.is_fixed_size_binary(t):
+        return T.BinaryType()
+    if pa.types.is_timestamp(t):
+        return T.TimestampType() if t.tz else T.TimestampNTZType()
+    if pa.types.is_time(t) and hasattr(T, "TimeType"):
+        return T.TimeType()
+    if pa.types.is_duration(t):
+        return T.DayTimeIntervalType()
+    if pa.types.is_decimal(t):
+        if t.precision > 38:
+            raise UnsupportedSparkTypeError(
+                f"column {where!r} is {t}: Spark decimals hold at most 38 digits; read it with pylance or cast it"
+            )
+        return T.DecimalType(t.precision, t.scale)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return T.ArrayType(spark_type_of(t.value_type, f"{where}[]"), t.value_field.nullable)
+    if pa.types.is_struct(t):
+        return T.StructType([
+            T.StructField(f.name, spark_type_of(f.type, f"{where}.{f.name}"), f.nullable) for f in t
+        ])
+    raise UnsupportedSparkTypeError(f"column {where!r} has Arrow type {t}, which Spark cannot read")
+
+
+def spark_schema_of(schema: pa.Schema) -> "StructType":
+    """The Spark schema of a table with Arrow schema ``schema``."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(f.name, spark_type_of(f.type, f.name), f.nullable) for f in schema])
+
+
+def spark_arrow_schema(schema: "StructType") -> pa.Schema:
+    """Exactly the Arrow schema Spark accepts from ``read()`` for ``schema``."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def to_spark_batch(arrays: list[pa.Array], target: pa.Schema) -> pa.RecordBatch:
+    """A batch of ``target`` (a :func:`spark_arrow_schema`) from stored arrays in
+    the same order; casts where the stored type differs (never a value change
+    except the documented sub-microsecond truncation)."""
+    out = []
+    for arr, f in zip(arrays, target):
+        if not arr.type.equals(f.type):
+            arr = arr.cast(f.type, safe=False)
+        out.append(arr)
+    return pa.RecordBatch.from_arrays(out, schema=target)
+
+
+# -- Spark -> Arrow (writes) ----------------------------------------------------------------
+
+
+def arrow_type_for(dt: "DataType", where: str) -> pa.DataType:
+    """The Arrow type a Spark column is stored as in a new table."""
+    from pyspark.sql import types as T
+
+    simple = {
+        T.BooleanType: pa.bool_(), T.ByteType: pa.int8(), T.ShortType: pa.int16(), T.IntegerType: pa.int32(),
+        T.LongType: pa.int64(), T.FloatType: pa.float32(), T.DoubleType: pa.float64(),
+        T.StringType: pa.string(), T.BinaryType: pa.binary(), T.DateType: pa.date32(),
+        T.TimestampType: pa.timestamp("us", tz="UTC"), T.TimestampNTZType: pa.timestamp("us"),
+        T.NullType: pa.null(),
+    }
+    for cls, at in simple.items():
+        if type(dt) is cls:
+            return at
+    if isinstance(dt, T.DecimalType):
+        return pa.decimal128(dt.precision, dt.scale)
+    if isinstance(dt, T.DayTimeIntervalType):
+        return pa.duration("us")
+    if hasattr(T, "TimeType") and isinstance(dt, T.TimeType):
+        return pa.time64("ns")
+    if isinstance(dt, T.ArrayType):
+        return pa.list_(pa.field(LIST_ITEM, arrow_type_for(dt.elementType, f"{where}[]"), dt.containsNull))
+    if isinstance(dt, T.StructType):
+        return pa.struct([pa.field(f.name, arrow_type_for(f.dataType, f"{where}.{f.name}"), f.nullable) for f in dt])
+    hint = {
+        "MapType": "store it as an array of key/value structs (map_entries()) or as JSON (to_json())",
+        "CalendarIntervalType": "use a day-time interval or two numeric columns",
+        "YearMonthIntervalType": "store the number of months as an integer",
+        "VariantType": "store it as JSON text (to_json())",
+    }.get(type(dt).__name__, "cast it to a supported type first")
+    raise UnsupportedSparkTypeError(
+        f"column {where!r} has Spark type {dt.simpleString()}, which a Tessera table cannot store; {hint}"
+    )
+
+
+def arrow_schema_for(schema: "StructType") -> pa.Schema:
+    """The Arrow schema of a table created from a DataFrame with ``schema``."""
+    names = [f.name for f in schema]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise SchemaMismatchError(f"the DataFrame has duplicate column names {sorted(dup)}; rename them first")
+    return pa.schema([pa.field(f.name, arrow_type_for(f.dataType, f.name), f.nullable) for f in schema])
+
+
+def check_append_columns(schema: "StructType", table: pa.Schema) -> None:
+    """Refuse, before any task runs, an append whose DataFrame columns are not
+    the table's (by name) or have types that cannot be cast to the table's."""
+    incoming = {f.name: arrow_type_for(f.dataType, f.name) for f in schema}
+    mine, theirs = sorted(schema.fieldNames()), sorted(table.names)
+    if mine != theirs:
+        missing = sorted(set(theirs) - set(mine))
+        extra = sorted(set(mine) - set(theirs))
+        raise SchemaMismatchError(
+            f"the DataFrame's columns do not match the table's: missing {missing}, unknown {extra}; "
+            "select the table's columns, or use mode('overwrite') to replace the schema"
+        )
+    for f in table:
+        try:
+            pa.nulls(0, incoming[f.name]).cast(f.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise SchemaMismatchError(
+                f"column {f.name!r} of the DataFrame ({incoming[f.name]}) cannot be written to the table's "
+                f"{f.type}: {exc}"
+            ) from None
+
+
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with the columns of ``schema`` (matched by name, in its order,
+    cast safely to its types): Spark's Arrow batches -> the table's schema."""
+    if batch.schema.equals(schema, check_metadata=False):
+        return batch
+    names = batch.schema.names
+    cols = []
+    for f in schema:
+        try:
+            col = batch.column(names.index(f.name))
+        except ValueError:
+            raise SchemaMismatchError(f"the data has no column {f.name!r}; it has {names}") from None
+        if not col.type.equals(f.type):
+            try:
+                col = col.cast(f.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SchemaMismatchError(f"column {f.name!r} is {col.type}, the table has {f.type}: {exc}") from exc
+        if not f.nullable and col.null_count:
+            raise SchemaMismatchError(f"column {f.name!r} is not nullable but the data has {col.null_count} nulls")
+        cols.append(col)
+    return pa.RecordBatch.from_arrays(cols, schema=schema)

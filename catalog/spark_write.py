@@ -1,0 +1,360 @@
+"""The write half of the ``tessera`` Spark data source.
+
+Where things run (see docs of :mod:`catalog.spark`):
+
+* :func:`plan_write` runs in a planning worker when Spark calls
+  ``DataSource.writer()``.  It opens the table once, records the version the
+  job is based on and the schema/field ids the tasks must write, and returns a
+  :class:`TesseraWriter` holding only plain data; Spark pickles it to every
+  task and to the commit worker.
+* :meth:`TesseraWriter.write` runs in each task: it buffers Spark's Arrow
+  batches into large slices, writes Lance data files under ``data/`` through
+  :class:`FragmentSink` and returns a :class:`TesseraCommitMessage` carrying the
+  serialized ``DataFragment`` protobufs.  A task that fails removes the files it
+  wrote; files of killed attempts are orphans for ``Table.cleanup_orphans``.
+* :meth:`TesseraWriter.commit` runs once, in a driver-side worker, with the
+  messages of the successful attempts only: it commits exactly one Append or
+  Overwrite version through the table's coordinator, rebasing over (or re-running
+  on top of) whatever was committed since the planned version.
+* :meth:`TesseraWriter.abort` deletes the files the messages name, unless a
+  version already references them (a commit whose outcome was unknown).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+
+try:
+    from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+except ImportError as _exc:  # pragma: no cover - pyspark is an optional dependency
+    raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
+
+import format as tformat
+from commit.committer import check_coordinator, commit_transaction, new_transaction
+from commit.errors import CommitConflictError, TableNotFoundError
+from format import manifest as mf
+from format import schema as lschema
+from format.container import DATAFILE_VERSIONS, normalize_version
+from format.protos import file_pb2, table_pb2
+from stores.object_store import ObjectStore, open_object_store
+
+from .errors import SparkOptionError, SparkWriteError, TooMuchContentionError
+from .fragments import DATA_DIR, data_file_entry
+from .spark_stats import STATS_KEY, StatsCollector
+from .spark_types import arrow_schema_for, check_append_columns, conform_batch
+from .table import make_handler
+
+log = logging.getLogger(__name__)
+
+MAX_COMMIT_ATTEMPTS = 20
+
+
+@dataclass
+class TesseraCommitMessage(WriterCommitMessage):
+    """What one successful task attempt wrote: serialized ``DataFragment``s."""
+
+    fragments: list[bytes] = field(default_factory=list)
+    rows: int = 0
+    bytes: int = 0
+    partition: int = -1
+    attempt: int = -1
+
+    def data_files(self) -> list[str]:
+        return [f"{DATA_DIR}/{df.path}" for f in map(table_pb2.DataFragment.FromString, self.fragments) for df in f.files]
+
+
+class FragmentSink:
+    """Writes Arrow batches into new fragments (one data file each, ids
+    unassigned), buffering small batches into slices of ``flush_rows`` rows and
+    recording per-file column statistics in each file's footer."""
+
+    def __init__(self, store: ObjectStore, schema: pa.Schema, fields: list[lschema.LanceField], file_version: str,
+                 max_rows_per_file: int, flush_rows: int = 128 * 1024, flush_bytes: int = 64 << 20) -> None:
+        self.store, self.schema, self.fields = store, schema, fields
+        self.file_version, self.max_rows = file_version, max_rows_per_file
+        self.flush_rows, self.flush_bytes = flush_rows, flush_bytes
+        self.fragments: list[table_pb2.DataFragment] = []
+        self.written: list[str] = []  # finished files, relative to the table root
+        self._buf: list[pa.RecordBatch] = []
+        self._buf_rows = self._buf_bytes = 0
+        self._writer: tformat.FileWriter | None = None
+        self._out = None
+        self._name = ""
+        self._stats = StatsCollector(schema, [f.id for f in fields])
+        self.rows = self.bytes = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self._buf.append(batch)
+        self._buf_rows += batch.num_rows
+        self._buf_bytes += batch.nbytes
+        if self._buf_rows >= self.flush_rows or self._buf_bytes >= self.flush_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buf:
+            return
+        batch = self._buf[0] if len(self._buf) == 1 else pa.Table.from_batches(self._buf).combine_chunks().to_batches()[0]
+        self._buf, self._buf_rows, self._buf_bytes = [], 0, 0
+        pos = 0
+        while pos < batch.num_rows:
+            if self._writer is None:
+                self._name = f"{uuid.uuid4().hex}.lance"
+                self._out = self.store.open_output(f"{DATA_DIR}/{self._name}")
+                self._writer = tformat.FileWriter(self._out, self.schema, file_version=self.file_version,
+                                                  fields=self.fields)
+                self._stats.reset()
+            piece = batch.slice(pos, min(batch.num_rows - pos, self.max_rows - self._writer.num_rows))
+            self._writer.write_batch(piece)
+            self._stats.add(piece)
+            pos += piece.num_rows
+            if self._writer.num_rows >= self.max_rows:
+                self._finish_file()
+
+    def _finish_file(self) -> None:
+        w = self._writer
+        meta = dict(self.schema.metadata or {})
+        meta[STATS_KEY] = self._stats.metadata()
+        w.schema = w.schema.with_metadata(meta)  # written into the footer by close()
+        size = w.close()
+        self._out.close()
+        self.written.append(f"{DATA_DIR}/{self._name}")
+        frag = table_pb2.DataFragment(physical_rows=w.num_rows)
+        ids, cols = data_file_entry(self.fields, self.file_version)
+        major, minor = DATAFILE_VERSIONS[self.file_version]
+        frag.files.add(path=self._name, fields=ids, column_indices=cols, file_major_version=major,
+                       file_minor_version=minor, file_size_bytes=size)
+        self.fragments.append(frag)
+        self.rows += w.num_rows
+        self.bytes += size
+        self._writer = self._out = None
+
+    def finish(self) -> list[table_pb2.DataFragment]:
+        self._flush()
+        if self._writer is not None:
+            self._finish_file()
+        return self.fragments
+
+    def discard(self) -> None:
+        """Abandon the file being written and delete the finished ones."""
+        abort = getattr(self._out, "abort", None)
+        if abort is not None:
+            try:
+                abort()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+        self._writer = self._out = None
+        delete_files(self.store, self.written)
+        self.written.clear()
+
+
+def delete_files(store: ObjectStore, paths: Sequence[str]) -> int:
+    """Delete ``paths`` (relative to the table root), ignoring missing ones."""
+    n = 0
+    for p in paths:
+        try:
+            store.delete(p)
+            n += 1
+        except Exception as exc:  # noqa: BLE001 - best effort: orphan clean-up removes leftovers
+            log.debug("could not delete %s/%s: %s", store.uri, p, exc)
+    return n
+
+
+@dataclass
+class WritePlan:
+    """Everything a task and the commit need, as plain picklable values."""
+
+    uri: str
+    commit_store: str | None
+    storage_options: dict[str, str]
+    overwrite: bool
+    base_version: int | None  # None: the table did not exist at planning time
+    schema: pa.Schema  # the table schema the tasks write (batches are conformed to it)
+    field_protos: list[bytes]
+    file_version: str
+    naming: str
+    max_rows_per_file: int
+    flush_rows: int
+    job: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    def fields(self) -> list[lschema.LanceField]:
+        return lschema.fields_from_protos(file_pb2.Field.FromString(b) for b in self.field_protos)
+
+
+def plan_write(location, spark_schema, overwrite: bool, options) -> "TesseraWriter":
+    """Open the table (if any) and fix the base version and the schema to write."""
+    from .table import Table
+
+    try:
+        table = Table.open(location.uri, commit_store=location.commit_store,
+                           storage_options=location.storage_options)
+    except TableNotFoundError:
+        table = None
+    if table is not None:
+        mf.check_flags(table.manifest, writing=True)
+        file_version = normalize_version(table.file_version)
+    else:
+        file_version = normalize_version(options.get("file_version", "2.2"))
+    naming = options.get("naming", "V2").upper()
+    if naming not in ("V1", "V2"):
+        raise SparkOptionError(f"option naming must be V1 or V2, got {naming!r}")
+    if table is not None and not overwrite:
+        fields = lschema.fields_from_protos(table.manifest.fields)
+        schema = table.schema
+        check_append_columns(spark_schema, schema)
+    else:
+        schema = arrow_schema_for(spark_schema)
+        fields = lschema.fields_from_arrow(schema)
+    plan = WritePlan(
+        uri=location.uri, commit_store=location.commit_store, storage_options=dict(location.storage_options),
+        overwrite=overwrite, base_version=table.version if table is not None else None, schema=schema,
+        field_protos=[p.SerializeToString() for p in lschema.fields_to_protos(fields)], file_version=file_version,
+        naming=naming, max_rows_per_file=_positive(options, "max_rows_per_file", 1024 * 1024),
+        flush_rows=_positive(options, "write_batch_rows", 128 * 1024),
+    )
+    log.info("tessera write job %s: %s %s based on version %s", plan.job, "overwrite" if overwrite else "append",
+             plan.uri, plan.base_version)
+    return TesseraWriter(plan)
+
+
+def _positive(options, key: str, default: int) -> int:
+    raw = options.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise SparkOptionError(f"option {key} must be a positive integer, got {raw!r}")
+    return value
+
+
+class TesseraWriter(DataSourceArrowWriter):
+    """Tasks write data files; the driver commits one version (see module docs)."""
+
+    def __init__(self, plan: WritePlan) -> None:
+        self.plan = plan
+
+    # -- executors ------------------------------------------------------------------------
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TesseraCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        p = self.plan
+        store = open_object_store(p.uri, p.storage_options)
+        sink = FragmentSink(store, p.schema, p.fields(), p.file_version, p.max_rows_per_file, p.flush_rows)
+        try:
+            for batch in iterator:
+                sink.add(conform_batch(batch, p.schema))
+            frags = sink.finish()
+        except BaseException:
+            sink.discard()
+            raise
+        return TesseraCommitMessage(
+            fragments=[f.SerializeToString() for f in frags], rows=sink.rows, bytes=sink.bytes,
+            partition=ctx.partitionId() if ctx else -1, attempt=ctx.attemptNumber() if ctx else -1,
+        )
+
+    # -- driver -----------------------------------------------------------------------------
+
+    def commit(self, messages: list[TesseraCommitMessage | None]) -> None:
+        frags = [table_pb2.DataFragment.FromString(b) for m in messages if m is not None for b in m.fragments]
+        p = self.plan
+        store = open_object_store(p.uri, p.storage_options)
+        handler = make_handler(p.uri, p.commit_store)
+        rows = sum(f.physical_rows for f in frags)
+        if p.base_version is None:
+            version = self._create(store, handler, frags)
+        elif not frags and not p.overwrite:
+            log.info("tessera write job %s: nothing to append to %s", p.job, p.uri)
+            return
+        else:
+            version = self._commit_on(store, handler, handler.load(store, p.base_version), frags)
+        log.info("tessera write job %s: committed version %d of %s (%d fragments, %d rows)",
+                 p.job, version, p.uri, len(frags), rows)
+
+    def _overwrite_txn(self, read_version: int, frags):
+        txn = new_transaction(read_version)
+        txn.overwrite.fragments.extend(frags)
+        txn.overwrite.schema.extend(file_pb2.Field.FromString(b) for b in self.plan.field_protos)
+        for k, v in (self.plan.schema.metadata or {}).items():
+            txn.overwrite.schema_metadata[k.decode()] = v
+        return txn
+
+    def _create(self, store, handler, frags) -> int:
+        """Create the table; when another writer created it first, commit on top of theirs."""
+        p = self.plan
+        txn = self._overwrite_txn(0, frags)
+        for k, v in handler.config().items():
+            txn.overwrite.config_upsert_values[k] = v
+        try:
+            return commit_transaction(store, txn, None, handler=handler, data_format=p.file_version,
+                                      naming=mf.NamingScheme(p.naming)).version
+        except CommitConflictError:
+            pass
+        latest = handler.load(store)
+        check_coordinator(latest.manifest, handler, store.uri)
+        if p.overwrite:
+            return self._commit_on(store, handler, latest, frags)
+        theirs = [(f.id, f.name, f.logical_type, f.parent_id) for f in latest.manifest.fields]
+        mine = [(f.id, f.name, f.logical_type, f.parent_id) for f in map(file_pb2.Field.FromString, p.field_protos)]
+        if theirs != mine or (latest.manifest.data_format.version or "2.0") != p.file_version:
+            raise SparkWriteError(
+                f"{p.uri} was created by another writer while this job ran, with a different schema or file "
+                "version; the job's files are removed. Run the job again to append to the new table."
+            )
+        return self._commit_on(store, handler, latest, frags)
+
+    def _commit_on(self, store, handler, base, frags) -> int:
+        """Commit this job's Append or Overwrite on ``base``: compatible commits
+        since then are rebased over by the coordinator; a retryable conflict
+        re-runs it on the latest version (bounded); incompatible ones raise."""
+        check_coordinator(base.manifest, handler, store.uri)
+        for _ in range(MAX_COMMIT_ATTEMPTS):
+            if self.plan.overwrite:
+                txn = self._overwrite_txn(base.version, frags)
+            else:
+                txn = new_transaction(base.version)
+                txn.append.fragments.extend(frags)
+            try:
+                return commit_transaction(store, txn, base, handler=handler).version
+            except CommitConflictError as exc:
+                log.info("%s: %s; committing on the latest version", store.uri, exc)
+                base = handler.load(store)
+        raise TooMuchContentionError(f"{store.uri}: gave up committing after {MAX_COMMIT_ATTEMPTS} conflicting attempts")
+
+    def abort(self, messages: list[TesseraCommitMessage | None]) -> None:
+        """Delete the files of the given messages that no committed version uses."""
+        p = self.plan
+        paths = [path for m in messages if m is not None for path in m.data_files()]
+        if not paths:
+            log.info("tessera write job %s aborted; no files to remove", p.job)
+            return
+        store = open_object_store(p.uri, p.storage_options)
+        in_use = _referenced_since(store, make_handler(p.uri, p.commit_store), p.base_version)
+        keep = [x for x in paths if x in in_use]
+        if keep:
+            log.warning("tessera write job %s: %d files are part of a committed version and are kept", p.job, len(keep))
+        n = delete_files(store, [x for x in paths if x not in in_use])
+        log.info("tessera write job %s aborted; removed %d of %d files", p.job, n, len(paths))
+
+
+def _referenced_since(store: ObjectStore, handler, base_version: int | None) -> set[str]:
+    """Data files referenced by versions committed after ``base_version``."""
+    try:
+        versions = handler.versions_after(store, base_version or 0)
+    except TableNotFoundError:
+        return set()
+    out: set[str] = set()
+    for v in versions:
+        for frag in handler.load(store, v).manifest.fragments:
+            out.update(f"{DATA_DIR}/{df.path}" for df in frag.files)
+    return out

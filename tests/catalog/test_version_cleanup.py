@@ -1,0 +1,245 @@
+"""Version clean-up deletes old versions and only the files no kept version needs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from catalog import Table
+from catalog.errors import InvalidArgumentError, VersionNotFoundError
+from commit import store as tstore
+from commit.cleanup import referenced_paths
+
+
+def _data(a: int, b: int) -> pa.Table:
+    i = np.arange(a, b, dtype=np.int64)
+    return pa.table({"i": i, "s": pa.array([f"s{x}" for x in i])})
+
+
+def _files(path: str) -> set[str]:
+    out = set()
+    for d, _, files in os.walk(path):
+        for f in files:
+            out.add(os.path.relpath(os.path.join(d, f), path))
+    return out
+
+
+def _history(path: str, **kw) -> tuple[Table, dict[int, pa.Table], dt.datetime]:
+    """Seven versions; returns the table, every version's rows, and a cut-off
+    time between version 4 and version 5."""
+    t = Table.create(path, _data(0, 300), max_rows_per_file=100, **kw)
+    t.append(_data(300, 400))
+    t.delete("i % 10 = 1")
+    t.update({"s": "'u'"}, where="i < 50")
+    time.sleep(0.05)
+    cut = dt.datetime.now(dt.timezone.utc)
+    time.sleep(0.05)
+    t.delete("i >= 350")
+    t.compact(1000)  # versions 6 (reserve) and 7 (rewrite)
+    rows = {v: Table.open(path, version=v).to_arrow().sort_by("i") for v in range(1, t.version + 1)}
+    return t, rows, cut
+
+
+def _check_kept(path: str, rows: dict[int, pa.Table], kept: set[int], lance=None) -> None:
+    for v in sorted(rows):
+        if v in kept:
+            got = Table.open(path, version=v)
+            assert got.to_arrow().sort_by("i").equals(rows[v])
+            assert got.count_rows() == rows[v].num_rows
+            if lance is not None:
+                assert lance.dataset(path, version=v).to_table().sort_by("i").num_rows == rows[v].num_rows
+        else:
+            with pytest.raises(VersionNotFoundError):
+                Table.open(path, version=v)
+
+
+def test_cleanup_keeps_latest_recent_and_tagged(lance, tmp_path):
+    path = str(tmp_path / "t")
+    t, rows, cut = _history(path, stable_row_ids=True)
+    t.tags.create("keep-me", 2)
+    everything = [tstore.load_manifest(t.store, v) for v in rows]
+    before = _files(path)
+    report = t.cleanup(older_than=cut, orphan_age=None)
+    assert report.removed_versions == [1, 3, 4] and report.kept_versions == [2, 5, 6, 7]
+    assert report.orphaned_tags == [] and t.tags.get("keep-me")["version"] == 2
+    kept = {2, 5, 6, 7}
+    _check_kept(path, rows, kept, lance)
+    # exactly the files only removed versions referenced are gone
+    need = referenced_paths(t.store, [m for m in everything if m.version in kept])
+    had = referenced_paths(t.store, everything)
+    gone = before - _files(path)
+    assert sorted(tstore.list_versions(t.store)[0]) == sorted(kept)
+    assert {g for g in gone if not g.startswith("_versions/")} == (had - need)
+    assert set(report.removed_files) == had - need and need <= _files(path)
+    assert len([g for g in gone if g.startswith("_versions/")]) == 3
+    # the table still works: reads, writes, pylance
+    t = Table.open(path)
+    t.append(_data(1000, 1010))
+    assert lance.dataset(path).count_rows() == t.count_rows() == rows[7].num_rows + 10
+    assert [h["version"] for h in t.versions()] == [2, 5, 6, 7, 8]
+    lance.dataset(path).validate()
+
+
+def test_latest_is_kept_even_when_old(tmp_path):
+    path = str(tmp_path / "t")
+    t = Table.create(path, _data(0, 10))
+    t.append(_data(10, 20))
+    report = t.cleanup(older_than=dt.timedelta(0), orphan_age=None)
+    assert report.removed_versions == [1] and report.kept_versions == [2]
+    assert Table.open(path).count_rows() == 20
+    with pytest.raises(InvalidArgumentError):
+        t.cleanup(older_than=-dt.timedelta(seconds=1))
+    with pytest.raises(InvalidArgumentError):
+        t.cleanup(older_than=3)
+
+
+def test_untagged_cleanup_drops_tags_of_removed_versions(tmp_path):
+    path = str(tmp_path / "t")
+    t, rows, cut = _history(path)
+    t.tags.create("old", 2)
+    t.tags.create("new", 6)
+    before = _files(path)
+    dry = t.cleanup(older_than=cut, keep_tagged=False, dry_run=True)
+    assert dry.removed_versions == [1, 2, 3, 4] and dry.orphaned_tags == ["old"] and dry.removed_files
+    assert _files(path) == before and Table.open(path, version=1).count_rows() == 300
+    report = t.cleanup(older_than=cut, keep_tagged=False)
+    assert report.removed_versions == [1, 2, 3, 4] and report.orphaned_tags == ["old"]
+    assert list(t.tags.list()) == ["new"]
+    _check_kept(path, rows, {5, 6, 7})
+
+
+def test_orphans_of_failed_commits_go_too(tmp_path):
+    path = str(tmp_path / "t")
+    t = Table.create(path, _data(0, 100))
+    t.append(_data(100, 200))
+    orphan = os.path.join(path, "data", "0123456789abcdef.lance")
+    with open(orphan, "wb") as f:
+        f.write(b"x" * 100)
+    young = t.cleanup(older_than=dt.timedelta(days=1), orphan_age=dt.timedelta(hours=1))
+    assert os.path.exists(orphan) and young.orphans.kept_young == 1 and young.removed_versions == []
+    old = time.time() - 7200
+    os.utime(orphan, (old, old))
+    report = t.cleanup(older_than=dt.timedelta(days=1), orphan_age=dt.timedelta(hours=1))
+    assert not os.path.exists(orphan) and report.orphans.removed == ["data/0123456789abcdef.lance"]
+    assert Table.open(path, version=1).count_rows() == 100 and Table.open(path).count_rows() == 200
+
+
+def test_external_row_id_files_follow_their_versions(tmp_path):
+    path = str(tmp_path / "t")
+    data = _data(0, 3000).append_column("k", pa.array(np.arange(3000) * 7 % 3000))
+    t = Table.create(path, data, stable_row_ids=True, max_rows_per_file=1000)
+    t.compact(3000, sort_by=[("i", "descending")], external_sequences_over=64)
+    first = t.fragments[0].external_row_ids.path
+    t.compact(3000, sort_by="k", external_sequences_over=64)
+    second = t.fragments[0].external_row_ids.path
+    assert first and second and first != second and os.path.exists(os.path.join(path, first))
+    report = t.cleanup(older_than=dt.timedelta(0), orphan_age=None)
+    assert report.kept_versions == [5]
+    assert first in report.removed_files and not os.path.exists(os.path.join(path, first))
+    assert os.path.exists(os.path.join(path, second))
+    t = Table.open(path)
+    assert t.take_rows([0, 2999], columns=["i"]).column("i").to_pylist() == [0, 2999]
+
+
+class MemoryManifestStore:
+    """A minimal in-process external manifest store (the ManifestStore protocol)."""
+
+    kind = "memory"
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, int], object] = {}
+
+    def identity(self) -> str:
+        return "memory://tests"
+
+    def reserve(self, record) -> None:
+        from stores.errors import IncarnationMismatchError, VersionExistsError
+
+        if (record.table_key, record.version) in self.rows:
+            raise VersionExistsError(f"version {record.version} is taken")
+        prev = self.rows.get((record.table_key, record.version - 1))
+        if prev is not None and prev.incarnation != record.incarnation:
+            raise IncarnationMismatchError("recreated")
+        self.rows[(record.table_key, record.version)] = record
+
+    def flip(self, table_key: str, version: int, staged_path: str, final_path: str) -> bool:
+        import dataclasses
+
+        row = self.rows.get((table_key, version))
+        if row is None or row.path not in (staged_path, final_path):
+            return False
+        self.rows[(table_key, version)] = dataclasses.replace(row, path=final_path)
+        return True
+
+    def get(self, table_key: str, version: int):
+        return self.rows.get((table_key, version))
+
+    def latest(self, table_key: str):
+        mine = [v for (k, v) in self.rows if k == table_key]
+        return self.rows[(table_key, max(mine))] if mine else None
+
+    def versions_after(self, table_key: str, version: int):
+        return [self.rows[(table_key, v)] for (k, v) in sorted(self.rows) if k == table_key and v > version]
+
+    def delete_table(self, table_key: str) -> int:
+        gone = [key for key in self.rows if key[0] == table_key]
+        for key in gone:
+            del self.rows[key]
+        return len(gone)
+
+    def check(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_external_store_keeps_its_latest(tmp_path):
+    path = str(tmp_path / "t")
+    ms = MemoryManifestStore()
+    t = Table.create(path, _data(0, 10), commit_store=ms)
+    t.append(_data(10, 20))
+    t.append(_data(20, 30))
+    assert t.manifest.config["tessera.commit.coordinator"] == "memory"
+    # a commit the store has reserved but nobody finished yet: the latest, staged only
+    t2 = Table.open(path, commit_store=ms)
+    from commit import faults
+
+    class Crash(Exception):
+        pass
+
+    def crash():
+        raise Crash()
+
+    faults.set_action(faults.RESERVED, crash)
+    try:
+        with pytest.raises(Crash):
+            t2.append(_data(30, 40))
+    finally:
+        faults.clear()
+    assert ms.latest(t2._handler.table_key).version == 4 and not ms.latest(t2._handler.table_key).is_final
+    report = t.cleanup(older_than=dt.timedelta(0), orphan_age=dt.timedelta(0))
+    assert report.removed_versions[:2] == [1, 2] and 4 in report.kept_versions
+    t = Table.open(path, commit_store=ms)
+    assert t.version == 4 and t.count_rows() == 40
+    t.append(_data(40, 50))
+    assert Table.open(path, commit_store=ms).count_rows() == 50
+
+
+@pytest.mark.xfail(reason="ExternalCommitHandler.load raises ObjectNotFoundError, not VersionNotFoundError, for a "
+                          "store row whose manifest was cleaned up; Table.versions() then fails (commit/handlers.py)",
+                   strict=True)
+def test_external_store_history_after_cleanup(tmp_path):
+    ms = MemoryManifestStore()
+    path = str(tmp_path / "t")
+    t = Table.create(path, _data(0, 10), commit_store=ms)
+    t.append(_data(10, 20))
+    t.cleanup(older_than=dt.timedelta(0))
+    assert [h["version"] for h in Table.open(path, commit_store=ms).versions()] == [2]
+    with pytest.raises(VersionNotFoundError):
+        Table.open(path, version=1, commit_store=ms)
