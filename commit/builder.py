@@ -36,9 +36,10 @@ def row_id_range(start: int, end: int) -> bytes:
 
 
 class _Assigner:
-    def __init__(self, prev: table_pb2.Manifest | None, stable_row_ids: bool) -> None:
+    def __init__(self, prev: table_pb2.Manifest | None, stable_row_ids: bool, version: int) -> None:
         self.next_id = _max_fragment_id(prev) + 1
         self.stable = stable_row_ids
+        self.version = version
         self.next_row_id = prev.next_row_id if prev is not None else 0
 
     def new(self, frags: Iterable[table_pb2.DataFragment]) -> list[table_pb2.DataFragment]:
@@ -51,6 +52,14 @@ class _Assigner:
             if self.stable and not g.HasField("inline_row_ids") and not g.HasField("external_row_ids"):
                 g.inline_row_ids = row_id_range(self.next_row_id, self.next_row_id + g.physical_rows)
                 self.next_row_id += g.physical_rows
+                # rows created (and last updated) by this version, as pylance records them
+                from format.rowids import constant_versions
+
+                seq = constant_versions(g.physical_rows, self.version)
+                if g.WhichOneof("created_at_version_sequence") is None:
+                    g.inline_created_at_versions = seq
+                if g.WhichOneof("last_updated_at_version_sequence") is None:
+                    g.inline_last_updated_at_versions = seq
             out.append(g)
         return out
 
@@ -72,7 +81,7 @@ def build_manifest(
     m = table_pb2.Manifest()
     if prev is not None:
         m.CopyFrom(prev)
-    assign = _Assigner(prev, stable)
+    assign = _Assigner(prev, stable, version)
     if op == "overwrite":
         o = txn.overwrite
         del m.fragments[:]

@@ -151,7 +151,12 @@ def _rebase(store: ObjectStore, handler: CommitHandler, txn: transaction_pb2.Tra
     base_frags = {f.id: f for f in base.manifest.fragments}
     plan = conflicts.Rebase()
     newest = base
-    for v in handler.versions_after(store, base.version):
+    newer = handler.versions_after(store, base.version)
+    if newer and newer != list(range(base.version + 1, newer[-1] + 1)):
+        # versions between our base and the latest were cleaned up: their
+        # transactions cannot be checked, so re-run on the latest
+        raise CommitConflictError(newer[-1], f"versions after {base.version} are missing; re-run on the latest")
+    for v in newer:
         newest = handler.load(store, v)
         try:
             conflicts.check(txn, newest.transaction, base_frags, plan)

@@ -245,7 +245,14 @@ class ExternalCommitHandler:
                 f"this handle has {self.incarnation}); reopen the table"
             )
         path = self._final_path(store, row)
-        mfile = mf.read_manifest(store.read(path), f"{store.uri}/{path}")
+        try:
+            data = store.read(path)
+        except ObjectNotFoundError as exc:
+            raise VersionNotFoundError(
+                f"version {row.version} of {self.table_key} is recorded but its manifest {path} is gone "
+                "(removed by version clean-up)"
+            ) from exc
+        mfile = mf.read_manifest(data, f"{store.uri}/{path}")
         mf.check_flags(mfile.manifest, writing=False)
         return mfile
 
