@@ -145,3 +145,25 @@ def java_available() -> bool:
         return subprocess.run(["java", "-version"], capture_output=True, timeout=30).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def fresh_database(url: str):
+    """A new, empty database on the server of ``url`` (dropped by the returned
+    cleanup); tests that list 'everything' need one of their own."""
+    import sqlalchemy as sa
+
+    name = f"tessera_t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(sa.text(f"CREATE DATABASE {name}"))
+    new_url = sa.engine.make_url(url).set(database=name).render_as_string(hide_password=False)
+
+    def drop() -> None:
+        with admin.connect() as c:
+            if admin.dialect.name == "postgresql":
+                c.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            else:
+                c.execute(sa.text(f"DROP DATABASE IF EXISTS {name}"))
+        admin.dispose()
+
+    return new_url, drop

@@ -4,33 +4,24 @@ local disk and on S3 (moto)."""
 from __future__ import annotations
 
 import os
-import threading
-import uuid
+import sys
 
 import numpy as np
 import pyarrow as pa
 import pytest
-import sqlalchemy as sa
 
-import catalog as tcat
 from catalog import errors as E
 from catalog.catalog import connect
-
-
-def _drop_catalog_rows(url: str) -> None:
-    eng = sa.create_engine(url)
-    with eng.begin() as c:
-        for t in ("tessera_tables", "tessera_namespaces"):
-            c.execute(sa.text(f"DELETE FROM {t}"))
-    eng.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
 def cat(request, tmp_path):
     if request.param == "sqlite":
         c = connect(warehouse=str(tmp_path / "wh"))
-    else:  # a shared database: namespaces of our own (prefix), dropped afterwards
-        url = request.getfixturevalue(f"{request.param}_url")
+    else:  # a database of its own on the shared server
+        fresh_database = sys.modules["tessera_test_services"].fresh_database
+        url, drop = fresh_database(request.getfixturevalue(f"{request.param}_url"))
+        request.addfinalizer(drop)
         c = connect(url, warehouse=str(tmp_path / "wh"))
     yield c
     c.close()
