@@ -125,6 +125,8 @@ class FragmentReader:
     fragment: table_pb2.DataFragment
     fields: list[lschema.LanceField]
     _readers: dict[str, tformat.FileReader] = field(default_factory=dict)
+    #: when given, ``stats["bytes_read"]`` counts the bytes read from data files
+    stats: dict | None = None
     _deleted: np.ndarray | None = None
     _row_ids: np.ndarray | None = None
 
@@ -158,7 +160,10 @@ class FragmentReader:
     def _reader(self, df: table_pb2.DataFile) -> tformat.FileReader:
         r = self._readers.get(df.path)
         if r is None:
-            r = tformat.FileReader(self.store.open_reader(f"{DATA_DIR}/{df.path}"))
+            io = self.store.open_reader(f"{DATA_DIR}/{df.path}")
+            if self.stats is not None:
+                io = _CountingReader(io, self.stats)
+            r = tformat.FileReader(io)
             if r.num_rows != self.fragment.physical_rows:
                 from format.errors import CorruptFileError
 
@@ -220,6 +225,24 @@ class FragmentReader:
         for r in self._readers.values():
             r.close()
         self._readers.clear()
+
+
+class _CountingReader:
+    """A RangeReader that adds the bytes it serves to ``stats["bytes_read"]``."""
+
+    def __init__(self, inner, stats: dict) -> None:
+        self._inner, self._stats = inner, stats
+        self.path = inner.path
+
+    def size(self) -> int:
+        return self._inner.size()
+
+    def read_ranges(self, ranges):
+        self._stats["bytes_read"] = self._stats.get("bytes_read", 0) + sum(n for _, n in ranges)
+        return self._inner.read_ranges(ranges)
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 def iter_fragment_batches(

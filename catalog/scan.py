@@ -96,13 +96,16 @@ class Scan:
             else:
                 out_fields.append(schema.field(c))
         self.schema = pa.schema(out_fields)
+        #: what the scan touched: fragments opened and bytes read from data files
+        self.stats = {"fragments": 0, "bytes_read": 0}
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         skip, remaining = self.offset, self.limit
         if remaining == 0:
             return
         for frag in self.fragments:
-            reader = FragmentReader(self.store, frag, self.read_fields)
+            self.stats["fragments"] += 1
+            reader = FragmentReader(self.store, frag, self.read_fields, stats=self.stats)
             try:
                 for start in range(0, frag.physical_rows, self.batch_size):
                     stop = min(start + self.batch_size, frag.physical_rows)

@@ -389,6 +389,17 @@ class Table:
     def to_pandas(self, **kw):
         return self.to_arrow(**kw).to_pandas()
 
+    def to_polars(self, **kw):
+        import polars as pl
+
+        return pl.from_arrow(self.to_arrow(**kw))
+
+    def to_dataset(self):
+        """A pyarrow Dataset view (DuckDB and Polars push projection and filters into it)."""
+        from .arrow_dataset import TesseraDataset
+
+        return TesseraDataset(self)
+
     def count_rows(self, filter=None) -> int:
         if filter is None:
             return sum(fragment_live_rows(f) for f in self.manifest.fragments)
