@@ -33,6 +33,11 @@ def lance():
 import importlib.util  # noqa: E402
 import sys  # noqa: E402
 
+# the repository root, so deploy/ scripts import as `deploy.<script>` in tests
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
+
 _spec = importlib.util.spec_from_file_location("tessera_test_services", os.path.join(os.path.dirname(__file__), "services.py"))
 services = importlib.util.module_from_spec(_spec)
 sys.modules["tessera_test_services"] = services
