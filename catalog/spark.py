@@ -36,6 +36,10 @@ Options (keys are case-insensitive, values strings):
 ``write_batch_rows``      write: rows buffered before encoding (131072)
 =======================  ========================================================
 
+Storage options reach every task inside the pickled plans, as Spark ships
+all data source options; prefer credentials from the environment or instance
+profiles over ``storage.aws_secret_access_key``.
+
 Where the code runs: ``DataSource`` methods run in short-lived *planning*
 Python workers that the driver JVM starts — not in the user's process — so all
 state they share with tasks and with the commit is pickled plain data (URIs,

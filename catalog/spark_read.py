@@ -2,13 +2,18 @@
 
 ``DataSource.reader()`` (a planning worker) resolves the version once — the
 latest, or the ``version``/``tag`` option — and everything after reads that
-version: ``pushFilters`` keeps the filters it can apply exactly,
-``partitions()`` prunes fragments with the per-file statistics
-(:mod:`catalog.spark_stats`) and returns one :class:`FragmentRange` per
-fragment (large fragments split by row range), and ``read()`` (executors)
-reads the filter columns first, skips slices where nothing matches, then reads
-the other columns and yields Arrow batches cast to exactly the schema Spark
-expects.
+version.  With pushdown on (:class:`TesseraFilteringReader`),
+``pushFilters`` keeps the filters it can apply exactly and hands the rest
+back; ``partitions()`` then prunes fragments with the per-file statistics
+(:mod:`catalog.spark_stats`).  ``partitions()`` returns one
+:class:`FragmentRange` per fragment (large fragments split by row range), and
+``read()`` (executors) reads the filter columns first, skips slices where
+nothing matches, then reads the other columns and yields Arrow batches cast
+to exactly the schema Spark expects.
+
+Pickled to the executors: the reader (a :class:`ReadPlan` of plain values —
+URI, storage options, version, serialized field protobufs, pushed filters)
+and each partition (a serialized ``DataFragment`` and a row range).
 """
 
 from __future__ import annotations

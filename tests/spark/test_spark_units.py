@@ -1,0 +1,253 @@
+"""The Spark source's pure-Python parts (types, statistics, pushed filters,
+options); pyspark is imported but no JVM is started."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import types
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pytest
+
+from tessera_test_services import IN_CI
+
+if not IN_CI:
+    pytest.importorskip("pyspark")
+
+from pyspark.sql import datasource as D  # noqa: E402
+from pyspark.sql import types as T  # noqa: E402
+
+from catalog import spark as tspark  # noqa: E402
+from catalog.errors import SchemaMismatchError, SparkOptionError, UnsupportedSparkTypeError  # noqa: E402
+from catalog.spark_stats import StatsCollector, translate  # noqa: E402
+from catalog.spark_types import (  # noqa: E402
+    arrow_schema_for,
+    check_append_columns,
+    conform_batch,
+    spark_arrow_schema,
+    spark_schema_of,
+    to_spark_batch,
+)
+
+
+def test_every_stored_arrow_type_reads_as_a_spark_type():
+    schema = pa.schema([
+        ("u8", pa.uint8()), ("u16", pa.uint16()), ("u32", pa.uint32()), ("u64", pa.uint64()),
+        ("h", pa.float16()), ("ls", pa.large_string()), ("lb", pa.large_binary()), ("fb", pa.binary(3)),
+        ("d64", pa.date64()), ("tsn", pa.timestamp("ns")), ("tsz", pa.timestamp("ms", "Europe/Paris")),
+        ("t32", pa.time32("ms")), ("dur", pa.duration("ns")), ("d256", pa.decimal256(30, 4)),
+        ("fsl", pa.list_(pa.float32(), 2)), ("ll", pa.large_list(pa.string())), ("nul", pa.null()),
+        ("st", pa.struct([pa.field("a", pa.int8(), nullable=False)])),
+    ])
+    spark = spark_schema_of(schema)
+    assert spark.simpleString() == (
+        "struct<u8:smallint,u16:int,u32:bigint,u64:decimal(20,0),h:float,ls:string,lb:binary,fb:binary,d64:date,"
+        "tsn:timestamp_ntz,tsz:timestamp,t32:time(6),dur:interval day to second,d256:decimal(30,4),"
+        "fsl:array<float>,ll:array<string>,nul:void,st:struct<a:tinyint>>"
+    )
+    arrays = [
+        pa.array([7], pa.uint8()), pa.array([7], pa.uint16()), pa.array([7], pa.uint32()),
+        pa.array([2**64 - 1], pa.uint64()), pa.array([1.5], pa.float16()), pa.array(["x"], pa.large_string()),
+        pa.array([b"x"], pa.large_binary()), pa.array([b"abc"], pa.binary(3)), pa.array([86_400_000], pa.date64()),
+        pa.array([1_500], pa.timestamp("ns")), pa.array([1], pa.timestamp("ms", "Europe/Paris")),
+        pa.array([1], pa.time32("ms")), pa.array([2_000], pa.duration("ns")),
+        pa.array([Decimal("1.5")], pa.decimal256(30, 4)), pa.array([[1.0, 2.0]], pa.list_(pa.float32(), 2)),
+        pa.array([["a"]], pa.large_list(pa.string())), pa.nulls(1), pa.array([{"a": 1}], schema.field("st").type),
+    ]
+    target = spark_arrow_schema(spark)
+    batch = to_spark_batch(arrays, target)
+    assert batch.schema.equals(target)
+    row = batch.to_pylist()[0]
+    assert row["u64"] == Decimal(2**64 - 1) and row["d64"] == dt.date(1970, 1, 2) and row["fsl"] == [1.0, 2.0]
+    assert row["tsn"] == dt.datetime(1970, 1, 1, 0, 0, 0, 1)  # nanoseconds truncated to microseconds
+    with pytest.raises(UnsupportedSparkTypeError, match="38 digits"):
+        spark_schema_of(pa.schema([("big", pa.decimal256(40, 0))]))
+
+
+def test_spark_types_map_to_storable_arrow_types_or_a_typed_error():
+    schema = T.StructType([
+        T.StructField("id", T.LongType(), False), T.StructField("ts", T.TimestampType()),
+        T.StructField("a", T.ArrayType(T.ArrayType(T.StringType(), False))),
+        T.StructField("iv", T.DayTimeIntervalType()),
+    ])
+    assert arrow_schema_for(schema) == pa.schema([
+        pa.field("id", pa.int64(), False), ("ts", pa.timestamp("us", "UTC")),
+        ("a", pa.list_(pa.field("item", pa.list_(pa.field("item", pa.string(), False))))), ("iv", pa.duration("us")),
+    ])
+    bad = T.StructType([T.StructField("s", T.StructType([T.StructField("m", T.MapType(T.StringType(), T.IntegerType()))]))])
+    with pytest.raises(UnsupportedSparkTypeError, match=r"column 's\.m' has Spark type map<string,int>.*map_entries"):
+        arrow_schema_for(bad)
+    with pytest.raises(UnsupportedSparkTypeError, match="interval year to month"):
+        arrow_schema_for(T.StructType([T.StructField("y", T.YearMonthIntervalType())]))
+    with pytest.raises(SchemaMismatchError, match="duplicate"):
+        arrow_schema_for(T.StructType([T.StructField("a", T.LongType()), T.StructField("a", T.LongType())]))
+
+
+def test_append_columns_are_checked_before_any_task_runs():
+    table = pa.schema([("k", pa.int32()), ("st", pa.struct([("a", pa.int64())]))])
+    ok = T.StructType([T.StructField("st", T.StructType([T.StructField("a", T.IntegerType())])),
+                       T.StructField("k", T.LongType())])
+    check_append_columns(ok, table)
+    with pytest.raises(SchemaMismatchError, match="column 'st'.*cannot be written"):
+        check_append_columns(T.StructType([T.StructField("st", T.StringType()), T.StructField("k", T.LongType())]),
+                             table)
+    with pytest.raises(SchemaMismatchError, match=r"missing \['st'\]"):
+        check_append_columns(T.StructType([T.StructField("k", T.LongType())]), table)
+
+
+def test_conform_batch_orders_casts_and_checks_nullability():
+    table = pa.schema([pa.field("k", pa.int32(), False), ("v", pa.large_string())])
+    batch = pa.record_batch({"v": ["a", None], "k": pa.array([1, 2], pa.int64())})
+    out = conform_batch(batch, table)
+    assert out.schema == table and out.column(0).to_pylist() == [1, 2]
+    with pytest.raises(SchemaMismatchError, match="not nullable"):
+        conform_batch(pa.record_batch({"v": ["a"], "k": pa.array([None], pa.int64())}), table)
+    with pytest.raises(SchemaMismatchError, match="int32"):
+        conform_batch(pa.record_batch({"v": ["a"], "k": pa.array([2**40], pa.int64())}), table)
+
+
+DATA = pa.table({
+    "i": pa.array([1, 5, None, 9], pa.int32()),
+    "s": ["apple", "banana", None, "cherry"],
+    "d": pa.array([dt.date(2024, 1, 1), None, dt.date(2024, 3, 1), dt.date(2024, 2, 1)]),
+    "ts": pa.array([0, 10**6, None, 2 * 10**6], pa.timestamp("us", "UTC")),
+    "dec": pa.array([Decimal("1.50"), None, Decimal("-2.00"), Decimal("3.25")], pa.decimal128(5, 2)),
+    "f": [1.0, float("nan"), None, 2.0],
+    "b": [b"x", b"y", None, b"z"],
+})
+IDS = {name: i for i, name in enumerate(DATA.schema.names)}
+
+
+def _rows(flt) -> list[int] | None:
+    p = translate(flt, DATA.schema, IDS)
+    if p is None:
+        return None
+    expr = p.expression(DATA.schema.field(p.column).type)
+    mask = pc.fill_null(pads.dataset(DATA).to_table(columns={"m": expr}).column("m"), False)
+    return [i for i, keep in enumerate(mask.to_pylist()) if keep]
+
+
+@pytest.mark.parametrize("flt, rows", [
+    (D.GreaterThan(("i",), 4), [1, 3]),
+    (D.Not(D.EqualTo(("i",), 5)), [0, 3]),  # NULL stays out, as in Spark
+    (D.Not(D.In(("i",), [1, 9])), [1]),
+    (D.In(("i",), [1, 9]), [0, 3]),
+    (D.EqualNullSafe(("i",), 5), [1]),
+    (D.Not(D.EqualNullSafe(("i",), 5)), [0, 2, 3]),
+    (D.EqualNullSafe(("i",), None), [2]),
+    (D.IsNull(("s",)), [2]),
+    (D.Not(D.IsNull(("s",))), [0, 1, 3]),
+    (D.StringStartsWith(("s",), "ba"), [1]),
+    (D.Not(D.StringContains(("s",), "an")), [0, 3]),
+    (D.LessThan(("d",), dt.date(2024, 2, 15)), [0, 3]),
+    (D.GreaterThanOrEqual(("ts",), dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc)), [1, 3]),
+    (D.LessThanOrEqual(("dec",), Decimal("1.5")), [0, 2]),
+    (D.EqualTo(("b",), b"y"), [1]),
+    (D.GreaterThan(("f",), 1.0), None),  # floats: NaN ordering differs, Spark keeps it
+    (D.GreaterThan(("b",), b"x"), None),  # binary: equality only
+    (D.In(("s",), ["a", None]), None),  # NULL in an IN list
+    (D.EqualTo(("i",), 2**40), None),  # not an int32
+    (D.EqualTo(("dec",), Decimal("1.555")), None),  # does not fit decimal(5,2)
+    (D.EqualTo(("st", "a"), 1), None),  # nested
+])
+def test_pushed_filters_are_exact_or_handed_back(flt, rows):
+    assert _rows(flt) == rows
+
+
+def test_statistics_prune_only_what_cannot_match():
+    schema = DATA.schema
+    stats = StatsCollector(schema, list(range(len(schema))))
+    stats.add(DATA.to_batches()[0])
+    import json
+
+    st = {int(k): v for k, v in json.loads(stats.metadata()).items()}
+    assert st[0] == [1, 9, 1, True] and st[1] == ["apple", "cherry", 1, True] and st[4][2] == 1
+    assert 5 not in st  # floats have no statistics
+
+    def may(flt) -> bool:
+        p = translate(flt, schema, IDS)
+        kind = {"i": "int", "s": "str", "d": "date", "ts": "ts", "dec": "dec"}[p.column]
+        return p.may_match(kind, st[p.field_id], 4)
+
+    assert may(D.GreaterThan(("i",), 8)) and not may(D.GreaterThan(("i",), 9))
+    assert may(D.In(("i",), [0, 9])) and not may(D.In(("i",), [0, 10]))
+    assert not may(D.StringStartsWith(("s",), "d")) and may(D.StringStartsWith(("s",), "b"))
+    assert not may(D.LessThan(("d",), dt.date(2024, 1, 1)))
+    assert not may(D.GreaterThan(("ts",), dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.timezone.utc)))
+    assert may(D.EqualTo(("dec",), Decimal("3.25"))) and not may(D.EqualTo(("dec",), Decimal("3.26")))
+    assert may(D.IsNull(("i",))) and may(D.Not(D.EqualTo(("i",), 1)))
+
+
+def test_locations_from_options(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    loc = tspark.resolve_location({"path": "rel/t", "commit_store": "redis://h:1/0", "storage.Region": "eu"})
+    assert loc == tspark.TableLocation(str(tmp_path / "rel" / "t"), "redis://h:1/0", {"region": "eu"})
+    assert tspark.resolve_location({"path": "file:/a/b"}).uri == "/a/b"
+    assert tspark.resolve_location({"path": "file:///a/b"}).uri == "/a/b"
+    assert tspark.resolve_location({"path": "s3://bucket/t"}).uri == "s3://bucket/t"
+    with pytest.raises(SparkOptionError, match="no table given"):
+        tspark.resolve_location({})
+    with pytest.raises(SparkOptionError, match="no name resolver"):
+        tspark.resolve_location({"table": "ns.t"})
+
+    module = types.ModuleType("tessera_test_resolver")
+    module.resolve = lambda name, opts: tspark.TableLocation(f"s3://wh/{name.replace('.', '/')}", "redis://r/0",
+                                                             {"region": "us"})
+    monkeypatch.setitem(sys.modules, "tessera_test_resolver", module)
+    loc = tspark.resolve_location({"table": "ns.t", "resolver": "tessera_test_resolver:resolve",
+                                   "storage.endpoint_url": "http://x"})
+    assert loc == tspark.TableLocation("s3://wh/ns/t", "redis://r/0", {"region": "us", "endpoint_url": "http://x"})
+    monkeypatch.setattr(tspark, "_default_resolver", module.resolve)
+    assert tspark.resolve_location({"table": "a.b"}).uri == "s3://wh/a/b"
+    with pytest.raises(SparkOptionError, match="not both"):
+        tspark.resolve_location({"table": "a.b", "path": "/x"})
+    with pytest.raises(SparkOptionError, match="cannot load"):
+        tspark.resolve_location({"table": "a.b", "resolver": "no_such_module_xyz:f"})
+
+
+def test_writer_tasks_commit_and_abort_in_process(tmp_path):
+    """The writer's methods called directly (as Spark's workers would)."""
+    import os
+
+    from catalog import Table
+    from catalog.spark_write import plan_write
+
+    loc = tspark.TableLocation(str(tmp_path / "t"))
+    schema = T.StructType([T.StructField("id", T.LongType(), False), T.StructField("s", T.StringType())])
+
+    def batches(lo: int, hi: int):
+        yield pa.record_batch({"id": pa.array(range(lo, hi), pa.int64()), "s": [str(i) for i in range(lo, hi)]})
+
+    w = plan_write(loc, schema, False, {"max_rows_per_file": "3"})
+    msgs = [w.write(batches(0, 5)), w.write(batches(5, 7)), w.write(iter([]))]
+    assert [len(m.fragments) for m in msgs] == [2, 1, 0]
+    w.commit(msgs + [None])
+    t = Table.open(loc.uri)
+    assert (t.version, t.count_rows(), len(t.fragments)) == (1, 7, 3)
+    files = set(os.listdir(os.path.join(loc.uri, "data")))
+
+    w.abort(msgs)  # as after a commit whose outcome was unknown: committed files stay
+    assert set(os.listdir(os.path.join(loc.uri, "data"))) == files
+    w2 = plan_write(loc, schema, False, {})
+    lost = w2.write(batches(10, 12))
+    assert len(set(os.listdir(os.path.join(loc.uri, "data")))) == len(files) + 1
+    w2.abort([None, lost])
+    assert set(os.listdir(os.path.join(loc.uri, "data"))) == files
+    assert Table.open(loc.uri).version == 1
+
+    def failing():
+        yield from batches(20, 30)
+        raise RuntimeError("upstream failure")
+
+    with pytest.raises(RuntimeError):
+        plan_write(loc, schema, False, {"max_rows_per_file": "4", "write_batch_rows": "2"}).write(failing())
+    assert set(os.listdir(os.path.join(loc.uri, "data"))) == files  # the task removed its own files
+
+    over = plan_write(loc, T.StructType([T.StructField("x", T.DoubleType())]), True, {})
+    over.commit([over.write(iter([pa.record_batch({"x": [1.5]})]))])
+    t = Table.open(loc.uri)
+    assert t.version == 2 and t.to_arrow().to_pylist() == [{"x": 1.5}]
