@@ -79,6 +79,12 @@ class NativeCommitHandler:
     kind = "native"
 
     def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str) -> None:
+        if getattr(store, "probe_scope", None) is not None:
+            # an object store's conditional put is trusted only once it has been
+            # seen refusing a second write (cached per endpoint and bucket)
+            from stores.probe import probe_conditional_put
+
+            probe_conditional_put(store)
         path = tstore.manifest_path(version, scheme)
         try:
             store.put_if_not_exists(path, data)

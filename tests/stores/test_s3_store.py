@@ -468,3 +468,17 @@ def test_catalog_table_on_s3(moto_server, bucket):
     keys = _keys(moto_server, bucket)
     assert any(k.startswith("warehouse/t/_versions/") for k in keys)
     assert any(k.startswith("warehouse/t/data/") and k.endswith(".lance") for k in keys)
+
+
+def test_native_commit_refuses_a_store_that_ignores_the_condition(moto_server, bucket):
+    """The commit path probes before trusting: nothing is committed."""
+    from commit.committer import commit_transaction, new_transaction
+    from commit.handlers import NativeCommitHandler
+
+    reset_probe_cache()
+    broken = IgnoresCondition(f"s3://{bucket}/tbl", moto_server.storage_options())
+    txn = new_transaction(0)
+    txn.overwrite.SetInParent()
+    with pytest.raises(ConditionalWriteUnsupportedError):
+        commit_transaction(broken, txn, None, handler=NativeCommitHandler(), data_format="2.2")
+    assert not [k for k in _keys(moto_server, bucket) if k.endswith(".manifest")]
