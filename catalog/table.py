@@ -92,6 +92,7 @@ class Table:
         ``mode="create"`` refuses an existing table; ``"overwrite"`` replaces it."""
         store = open_object_store(uri, storage_options)
         handler = make_handler(uri, commit_store)
+        handler.check_store(store)  # refuse an untrustworthy store before writing anything
         version = normalize_version(file_version)
         scheme = _naming(naming)
         if mode not in ("create", "overwrite"):

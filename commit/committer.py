@@ -94,6 +94,7 @@ def commit_transaction(
     handler = handler or NativeCommitHandler()
     policy = policy or RetryPolicy()
     op = txn.WhichOneof("operation")
+    handler.check_store(store)  # before anything is written
     if base is not None:
         check_coordinator(base.manifest, handler, store.uri)
         _, scheme = tstore.list_versions(store)

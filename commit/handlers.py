@@ -78,13 +78,16 @@ class NativeCommitHandler:
 
     kind = "native"
 
-    def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str) -> None:
+    def check_store(self, store: ObjectStore) -> None:
+        """An object store's conditional put is trusted only once it has been
+        seen refusing a second write (the verdict is cached per endpoint and bucket)."""
         if getattr(store, "probe_scope", None) is not None:
-            # an object store's conditional put is trusted only once it has been
-            # seen refusing a second write (cached per endpoint and bucket)
             from stores.probe import probe_conditional_put
 
             probe_conditional_put(store)
+
+    def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str) -> None:
+        self.check_store(store)
         path = tstore.manifest_path(version, scheme)
         try:
             store.put_if_not_exists(path, data)
@@ -133,6 +136,9 @@ class ExternalCommitHandler:
         self.kind = manifest_store.kind
         self.table_key = table_key
         self.incarnation = incarnation or uuid.uuid4().hex
+
+    def check_store(self, store: ObjectStore) -> None:
+        """Nothing to probe: the external store decides commits."""
 
     def config(self) -> dict[str, str]:
         return {
