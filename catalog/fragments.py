@@ -29,7 +29,7 @@ DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 def data_file_entry(fields: list[lschema.LanceField], version: str) -> tuple[list[int], list[int]]:
     """(DataFile.fields, DataFile.column_indices) for a file holding ``fields``."""
     if version == "2.0":
-        ids = [n.id for f in fields for n in f.walk()]
+        ids = [n.id for f in fields for n in f.column_nodes()]
     else:
         ids = [leaf.id for f in fields for leaf in f.leaves()]
     return ids, list(range(len(ids)))

@@ -207,7 +207,11 @@ class FileReader:
         if not 0 <= start <= stop <= n:
             raise RowOutOfRangeError(f"{self.path}: row range [{start}, {stop}) outside [0, {n})")
         idx = self._select(columns)
-        arrays = [self._decoder(i).read_range(start, stop) for i in idx]
+        arrays = []
+        for i in idx:
+            # one chunk per page where the decoder can: no copy joins the pages
+            chunks = self._decoder(i).read_chunks(start, stop)
+            arrays.append(chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, type=self.schema.field(i).type))
         return pa.Table.from_arrays(arrays, schema=pa.schema([self.schema.field(i) for i in idx], metadata=self.schema.metadata))
 
     def read(self, columns: Sequence[str | int] | None = None) -> pa.Table:
@@ -229,22 +233,14 @@ class FileReader:
         out_schema = pa.schema([self.schema.field(i) for i in sel], metadata=self.schema.metadata)
         if idx.size == 0:
             return out_schema.empty_table()
-        uniq = np.unique(idx)
-        # group nearby rows into runs so each run costs one ranged read
-        breaks = np.nonzero(np.diff(uniq) > 1024)[0] + 1
-        runs = np.split(uniq, breaks)
+        sorted_unique = idx.size < 2 or bool(np.all(idx[1:] > idx[:-1]))
+        uniq = idx if sorted_unique else np.unique(idx)
         arrays = []
         for i in sel:
-            dec = self._decoder(i)
-            pieces, positions, base = [], [], 0
-            for run in runs:
-                lo, hi = int(run[0]), int(run[-1]) + 1
-                pieces.append(dec.read_range(lo, hi))
-                positions.append(run - lo + base)
-                base += hi - lo
-            col = pa.chunked_array(pieces, type=self.schema.field(i).type).combine_chunks() if len(pieces) > 1 else pieces[0]
-            picked = col.take(pa.array(np.concatenate(positions)))
-            arrays.append(picked.take(pa.array(np.searchsorted(uniq, idx))))
+            # every page (or chunk) holding a row is fetched in one request and
+            # only what holds the rows is decoded
+            picked = self._decoder(i).take(uniq)
+            arrays.append(picked if sorted_unique else picked.take(pa.array(np.searchsorted(uniq, idx))))
         return pa.Table.from_arrays(arrays, schema=out_schema)
 
 

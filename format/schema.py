@@ -123,6 +123,10 @@ def _encoding_hint(t: pa.DataType) -> int:
     return file_pb2.PLAIN
 
 
+#: field metadata keys that ask for a packed struct (value ``true``)
+PACKED_STRUCT_KEYS = ("lance-encoding:packed", "packed")
+
+
 @dataclass
 class LanceField:
     """One field of a Lance schema, with its children (a tree)."""
@@ -153,15 +157,39 @@ class LanceField:
     def is_list(self) -> bool:
         return self.logical_type in ("list", "list.struct", "large_list", "large_list.struct")
 
+    @property
+    def is_packed_struct(self) -> bool:
+        """A struct stored as one column of packed rows: field metadata
+        ``lance-encoding:packed`` (or the legacy ``packed``) set to ``true``,
+        as Lance decides it (case-insensitive, nothing else counts)."""
+        if not self.is_struct:
+            return False
+        for k, v in (self.metadata or {}).items():
+            k = k.decode() if isinstance(k, bytes) else k
+            v = v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+            if k in PACKED_STRUCT_KEYS and v.lower() == "true":
+                return True
+        return False
+
     def walk(self) -> Iterator["LanceField"]:
         """This field and its descendants in pre-order."""
         yield self
         for c in self.children:
             yield from c.walk()
 
+    def column_nodes(self) -> Iterator["LanceField"]:
+        """Fields that own a column in file format 2.0, in column order: every
+        node in pre-order, except the children of a packed struct (the struct's
+        one column holds them)."""
+        yield self
+        if not self.is_packed_struct:
+            for c in self.children:
+                yield from c.column_nodes()
+
     def leaves(self) -> Iterator["LanceField"]:
-        """Fields that own a column in file formats 2.1+ (not struct or list parents)."""
-        if self.is_struct or self.is_list:
+        """Fields that own a column in file formats 2.1+, in column order: the
+        leaves, with a packed struct as one (not struct or list parents)."""
+        if (self.is_struct and not self.is_packed_struct) or self.is_list:
             for c in self.children:
                 yield from c.leaves()
         else:

@@ -39,6 +39,7 @@ __all__ = [
     "packed_block_bytes",
     "unpack",
     "unpack_blocks_at",
+    "unpack_values_at",
 ]
 
 
@@ -221,6 +222,70 @@ def unpack_blocks_at(data, starts, bit_widths, type_bits: int) -> np.ndarray:
             _unpack_into(words, tmp, W, type_bits)
             out[sel] = tmp
     return out.reshape(-1)
+
+
+@functools.lru_cache(maxsize=None)
+def _slot_of(type_bits: int):
+    """Per output index of a block: its (row, lane)."""
+    lanes = BLOCK_VALUES // type_bits
+    row = np.empty(BLOCK_VALUES, dtype=np.int64)
+    lane = np.empty(BLOCK_VALUES, dtype=np.int64)
+    for r in range(type_bits):
+        b = _row_base(r)
+        row[b : b + lanes] = r
+        lane[b : b + lanes] = np.arange(lanes)
+    return row, lane
+
+
+def unpack_values_at(data, block_starts, bit_widths, type_bits: int, index_in_block) -> np.ndarray:
+    """Single values out of FastLanes blocks, without unpacking whole blocks.
+
+    Value ``i`` is output index ``index_in_block[i]`` (0..1023) of the block at
+    byte ``block_starts[i]`` of ``data``, packed to ``bit_widths[i]`` bits.
+    Returns ``uint{type_bits}`` values.
+    """
+    _check(0, type_bits)
+    raw = _as_u8(data)
+    T = type_bits
+    dtype = _native(T)
+    lanes = BLOCK_VALUES // T
+    starts = np.asarray(block_starts, dtype=np.int64).reshape(-1)
+    W = np.asarray(bit_widths, dtype=np.int64).reshape(-1)
+    o = np.asarray(index_in_block, dtype=np.int64).reshape(-1)
+    if starts.size == 0:
+        return np.zeros(0, dtype=dtype)
+    if np.any(W > T) or np.any(W < 0) or np.any((o < 0) | (o >= BLOCK_VALUES)):
+        raise ValueError("FastLanes bit width or value index out of range")
+    if starts.min() < 0 or int((starts + packed_block_bytes(1) * W).max()) > raw.size:
+        raise ValueError(f"FastLanes block runs past the end of a {raw.size}-byte buffer")
+    out = np.zeros(starts.size, dtype=dtype)
+    act = np.flatnonzero(W > 0)  # width-0 blocks are all zeros and hold no bytes
+    if act.size == 0:
+        return out
+    starts, W, o = starts[act], W[act], o[act]
+    row_of, lane_of = _slot_of(T)
+    r, lane = row_of[o], lane_of[o]
+    bit = r * W
+    w0, sh = bit // T, bit % T
+    width = T // 8
+    lo_at = starts + (w0 * lanes + lane) * width
+    spill = sh + W > T
+    hi_at = lo_at[spill] + lanes * width
+    words_lo = np.zeros(starts.size, dtype=np.uint64)
+    words_hi = np.zeros(int(spill.sum()), dtype=np.uint64)
+    for k in range(width):  # little-endian words, byte by byte (any alignment)
+        words_lo |= raw[lo_at + k].astype(np.uint64) << np.uint64(8 * k)
+        words_hi |= raw[hi_at + k].astype(np.uint64) << np.uint64(8 * k)
+    sh64 = sh.astype(np.uint64)
+    val = words_lo >> sh64
+    # the spilled high part goes up by T - sh: two shifts keep each below 64
+    val[spill] |= (words_hi << np.uint64(1)) << (np.uint64(T - 1) - sh64[spill])
+    full = W >= 64
+    val[~full] &= (np.uint64(1) << W[~full].astype(np.uint64)) - np.uint64(1)
+    if T < 64:
+        val &= np.uint64((1 << T) - 1)
+    out[act] = val.astype(dtype)
+    return out
 
 
 def decode_inline_blocks(buf, type_bits: int, num_values: int) -> np.ndarray:

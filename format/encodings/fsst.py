@@ -16,16 +16,17 @@ off the values are stored uncompressed.
 from __future__ import annotations
 
 import struct
+import threading
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 FSST_MAGIC = 0x46535354
 ESCAPE = 255
 MAX_SYMBOLS = 255
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 
-_SPAN_BYTES = 1 << 17  # values are decoded in spans of about this many compressed bytes
 _ENCODE_SPAN_BYTES = 1 << 20
 _SEGMENT = 64  # the encoder's greedy parse restarts every 64 input bytes of a value
 _SAMPLE_BYTES = 1 << 16
@@ -91,113 +92,309 @@ def serialize_symbol_table(symbols, lengths, encoder_on: bool = True) -> bytes:
 
 
 # ------------------------------------------------------------------ decoding
+#
+# Codes are decoded two at a time.  Every code pair, read as one little-endian
+# u16, indexes a 65536-entry Arrow binary "pair dictionary" holding the pair's
+# expansion (up to 16 bytes).  One ``take`` of the dictionary by those u16
+# keys then writes the whole decompressed stream as the data buffer of its
+# result, in C++, and its offsets are the output position of every pair - the
+# value offsets follow from them.  No per-byte index is ever built.
+#
+# Escapes (code 255, then a literal byte) and codes past the table are rare:
+# the pairs holding them get dictionary entries of their own, appended after
+# the 65536, and their keys are redirected there (as does an odd last code).
+# Dictionaries are themselves built by ``take`` from a 512-entry code
+# dictionary (codes, then 256 + b for literal byte b) and cached per symbol
+# table.  Short inputs (a few chunks, as ``take`` reads them) skip the pair
+# dictionary and look codes up one by one.
+
+_PAIR_CACHE: dict[bytes, tuple] = {}
+_CACHE_LOCK = threading.Lock()
+_BAD = 0xFF  # length of unknown codes (and of 255) in the code-length table
 
 
-def _decode_tables(symbols, lengths):
-    """512-entry expansion tables: 0..255 are codes, 256+b is the literal byte b."""
+def _binary_from(items: np.ndarray, lens: np.ndarray, large: bool) -> pa.Array:
+    """Arrow binary array whose value i is ``items[i, :lens[i]]``."""
+    keep = np.arange(items.shape[1])[None, :] < lens[:, None]
+    values = items[keep]
+    odt = np.int64 if large else np.int32
+    offs = np.zeros(lens.size + 1, dtype=odt)
+    np.cumsum(lens, out=offs[1:])
+    t = pa.large_binary() if large else pa.binary()
+    return pa.Array.from_buffers(t, lens.size, [None, pa.py_buffer(offs), pa.py_buffer(values)])
+
+
+def _pair_tables(symbols, lengths):
+    """(code lengths u8[256] with ``_BAD`` for unknown codes and 255, code
+    words u64[256], {large: pair dictionary}) for a symbol table; cached."""
     symbols = np.asarray(symbols, dtype=np.uint8).reshape(-1, 8)
     lengths = np.asarray(lengths, dtype=np.uint8).reshape(-1)
     n = lengths.size
     if n > MAX_SYMBOLS or symbols.shape[0] != n:
         raise ValueError(f"FSST symbol table has {symbols.shape[0]} symbols and {n} lengths")
-    table = np.zeros((512, 8), dtype=np.uint8)
-    table[:n] = symbols
-    table[256:, 0] = np.arange(256, dtype=np.uint8)
-    lens = np.zeros(512, dtype=np.intp)
-    lens[:n] = lengths
-    lens[256:] = 1
-    return table.reshape(-1), lens, n
+    key = symbols.tobytes() + lengths.tobytes()
+    hit = _PAIR_CACHE.get(key)
+    if hit is not None:
+        return hit
+    clen = np.full(256, _BAD, dtype=np.uint8)
+    clen[:n] = lengths
+    sym = np.zeros((256, 8), dtype=np.uint8)
+    sym[:n] = symbols
+    sym[np.arange(8)[None, :] >= np.minimum(clen, 8)[:, None]] = 0  # zero padded words
+    cword = sym.view("<u8").reshape(-1)
+    out = (clen, cword, {})
+    with _CACHE_LOCK:  # pages may be decoded on several threads
+        while len(_PAIR_CACHE) >= 16:
+            _PAIR_CACHE.pop(next(iter(_PAIR_CACHE)))
+        _PAIR_CACHE[key] = out
+    return out
 
 
-def _decode_span(seg: np.ndarray, starts: np.ndarray, table, lens, nsym):
-    """Decode one span; ``starts`` are the value start positions within ``seg``.
+def _pairs_of(code_dict: pa.Array, parts: np.ndarray, large: bool) -> pa.Array:
+    """Binary array of entries made of two code-dictionary entries each:
+    ``parts`` holds the two entry indices of every pair, interleaved."""
+    res = pc.take(code_dict, pa.array(parts), boundscheck=False)
+    bufs = res.buffers()
+    offs = np.frombuffer(bufs[1], dtype=np.int32, count=len(res) + 1, offset=res.offset * 4)[::2]
+    first = int(offs[0])
+    odt = np.int64 if large else np.int32
+    offs = (offs - first).astype(odt)
+    data = bufs[2].slice(first, int(offs[-1])) if int(offs[-1]) else pa.py_buffer(b"")
+    t = pa.large_binary() if large else pa.binary()
+    return pa.Array.from_buffers(t, len(res) // 2, [None, pa.py_buffer(offs), data])
 
-    Returns the decoded bytes and the decoded end offset of every value.  Spans
-    are kept small (``_SPAN_BYTES``) so the temporaries stay in cache.
+
+def _pair_dictionary(tables, large: bool) -> pa.Array:
+    """Entry ``a + 256 * b``: the expansion of code a then code b (unknown
+    codes and 255 expand to nothing: such pairs get entries of their own)."""
+    dicts = tables[2]
+    d = dicts.get(large)
+    if d is None:
+        parts = np.empty(2 * 65536, dtype=np.uint16)
+        parts[0::2] = np.tile(np.arange(256, dtype=np.uint16), 256)
+        parts[1::2] = np.repeat(np.arange(256, dtype=np.uint16), 256)
+        d = dicts[large] = _pairs_of(_code_dictionary(tables), parts, large)
+    return d
+
+
+def _code_dictionary(tables) -> pa.Array:
+    """512 entries: code c (255 and unknown codes empty), then literal byte b at 256 + b."""
+    clen, cword, dicts = tables
+    d = dicts.get("codes")
+    if d is None:
+        lens = np.where(clen == _BAD, 0, clen).astype(np.int64)
+        items = np.zeros((512, 8), dtype=np.uint8)
+        items[:256] = cword.astype("<u8").view(np.uint8).reshape(256, 8)
+        items[256:, 0] = np.arange(256)
+        d = dicts["codes"] = _binary_from(items, np.concatenate((lens, np.ones(256, np.int64))), False)
+    return d
+
+
+_SMALL_CODES = 1 << 15  # below this, codes are looked up one by one (no pair dictionary)
+
+
+def _escape_codes(seg: np.ndarray, p255: np.ndarray, vstarts: np.ndarray) -> np.ndarray:
+    """Positions (sorted) of the 255 bytes of ``seg`` that are escape codes.
+
+    ``p255`` lists every 255 byte.  In a run of consecutive 255s (restarting at
+    each value start) the bytes alternate escape, literal, escape, ...: a run
+    always begins with an escape, since the byte before it is a complete token.
     """
+    if p255.size == 0:
+        return p255
+    new_run = np.ones(p255.size, dtype=bool)
+    consec = p255[1:] == p255[:-1] + 1
+    new_run[1:] = ~consec
+    if consec.any():  # a run also restarts at a value start (looked up only there)
+        at = np.flatnonzero(consec) + 1
+        new_run[at] |= _member(p255[at], vstarts)
+    run_start = np.where(new_run, np.arange(p255.size), 0)
+    np.maximum.accumulate(run_start, out=run_start)
+    return p255[((np.arange(p255.size) - run_start) & 1) == 0]
+
+
+def _member(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``x in sorted_set``, elementwise."""
+    if sorted_set.size == 0 or x.size == 0:
+        return np.zeros(x.size, dtype=bool)
+    if x.dtype != sorted_set.dtype:  # else numpy converts the (large) sorted side per call
+        if x.size and (int(x.max()) > np.iinfo(sorted_set.dtype).max or int(x.min()) < np.iinfo(sorted_set.dtype).min):
+            x = x.astype(np.int64)
+            sorted_set = sorted_set.astype(np.int64)
+        else:
+            x = x.astype(sorted_set.dtype)
+    j = np.searchsorted(sorted_set, x)
+    j[j >= sorted_set.size] = sorted_set.size - 1
+    return sorted_set[j] == x
+
+
+def _entries(seg, pos, esc, lit) -> np.ndarray:
+    """Code-dictionary entry of the token part at each position ``pos``: the
+    code's, an empty one for an escape code, 256 + byte for a literal."""
+    e = seg[pos].astype(np.uint16)
+    is_lit = _member(pos, lit)
+    e[is_lit] += 256
+    e[_member(pos, esc)] = ESCAPE  # code 255 expands to nothing
+    return e
+
+
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    if x.size < 2:
+        return x
+    x = np.sort(x)
+    keep = np.ones(x.size, dtype=bool)
+    keep[1:] = x[1:] != x[:-1]
+    return x[keep]
+
+
+def _decode_pairs(seg: np.ndarray, vstarts: np.ndarray, symbols, lengths):
+    """Decode one buffer of codes; ``vstarts`` (sorted) are the value starts in
+    ``seg``.  Returns the bytes and the value offsets (n + 1, from 0; int32
+    unless the output may pass 2 GiB)."""
+    tables = _pair_tables(symbols, lengths)
+    clen = tables[0]
+    nsym = int(np.asarray(lengths).size)
     m = seg.size
-    ends = np.append(starts[1:], m)
-    if m == 0:
-        return np.zeros(0, dtype=np.uint8), np.zeros(starts.size, dtype=np.int64)
-    key = seg.astype(np.intp)
-    esc = seg == ESCAPE
-    if esc.any():
-        vstart = np.zeros(m, dtype=bool)
-        vstart[starts[starts < m]] = True
-        prev_esc = np.zeros(m, dtype=bool)
-        prev_esc[1:] = esc[:-1]
-        # In a run of 255s (restarting at each value) the bytes alternate escape,
-        # literal, escape, ...; a non-255 byte is a literal iff an escape code precedes it.
-        pos = np.arange(m, dtype=np.intp)
-        run_start = np.where(esc & (~prev_esc | vstart), pos, 0)
-        np.maximum.accumulate(run_start, out=run_start)
-        esc_literal = esc & (((pos - run_start) & 1) == 1)
-        esc_code = esc & ~esc_literal
-        prev_code = np.zeros(m, dtype=bool)
-        prev_code[1:] = esc_code[:-1]
-        literal = esc_literal | (prev_code & ~vstart)
-        nonempty = ends > starts
-        if esc_code[ends[nonempty] - 1].any():
-            raise ValueError("corrupt FSST data: a value ends with an escape code")
-        key |= literal.astype(np.intp) << 8
-        bad = ~literal & ~esc & (seg >= nsym)
+    npairs = m // 2
+    large = 16 * (npairs + 1) > 2**31 - 1
+    # ---- the rare tokens: 255 bytes (escapes, literals) and unknown codes
+    esc = lit = lit_at = np.zeros(0, dtype=np.int64)
+    rare = np.flatnonzero(seg >= nsym) if nsym < 256 else np.zeros(0, np.int64)
+    if rare.size:
+        rvals = seg[rare]
+        esc = _escape_codes(seg, rare[rvals == ESCAPE], vstarts)
+        lit = esc + 1
+        if lit.size:
+            # an escape code ends its value when the next value starts right after it
+            lit_at = np.searchsorted(vstarts, lit.astype(vstarts.dtype))  # reused below
+            inb = lit_at < vstarts.size
+            if int(lit[-1]) >= m or np.any(vstarts[lit_at[inb]] == lit[inb]):
+                raise ValueError("corrupt FSST data: a value ends with an escape code")
+        unknown = rare[rvals != ESCAPE]
+        unknown = unknown[~_member(unknown, lit)]
+        if unknown.size:
+            raise ValueError(f"corrupt FSST data: code {int(seg[unknown[0]])} but the table has {nsym} symbols")
+    if m < _SMALL_CODES:
+        return _decode_codes(seg, vstarts, tables, esc, lit)
+    fix = _sorted_unique(np.concatenate((esc >> 1, lit >> 1)))
+    fix = fix[fix < npairs]
+    keys = seg[: 2 * npairs].view("<u2")
+    dictionary = _pair_dictionary(tables, large)
+    if fix.size or m % 2:
+        # pairs of their own: the patched ones, then the odd last code (with nothing)
+        parts = np.full(2 * (fix.size + m % 2), ESCAPE, dtype=np.uint16)
+        parts[0 : 2 * fix.size : 2] = _entries(seg, 2 * fix, esc, lit)
+        parts[1 : 2 * fix.size : 2] = _entries(seg, 2 * fix + 1, esc, lit)
+        if m % 2:
+            parts[-2] = _entries(seg, np.array([m - 1]), esc, lit)[0]
+        dictionary = pa.concat_arrays([dictionary, _pairs_of(_code_dictionary(tables), parts, large)])
+        idx = np.empty(npairs + m % 2, dtype=np.uint32)
+        idx[:npairs] = keys
+        idx[fix] = 65536 + np.arange(fix.size, dtype=np.uint32)
+        if m % 2:
+            idx[-1] = 65536 + fix.size
     else:
-        bad = seg >= nsym
-    if bad.any():
-        code = int(seg[np.argmax(bad)])
-        raise ValueError(f"corrupt FSST data: code {code} but the table has {nsym} symbols")
-    out_len = lens[key]
-    csum = np.cumsum(out_len, dtype=np.intp)
-    key *= 8
-    key -= csum
-    key += out_len  # now: table row start minus the token's output start
-    src = np.repeat(key, out_len)
-    src += np.arange(src.size, dtype=np.intp)
-    data = table[src]
-    csum0 = np.zeros(m + 1, dtype=np.int64)
-    csum0[1:] = csum
-    return data, csum0[ends]
+        idx = keys
+    res = pc.take(dictionary, pa.array(idx), boundscheck=False)
+    bufs = res.buffers()
+    odt = np.int64 if large else np.int32
+    pair_off = np.frombuffer(bufs[1], dtype=odt, count=len(res) + 1, offset=res.offset * odt().itemsize)
+    first = int(pair_off[0])
+    total = int(pair_off[-1]) - first
+    data = np.frombuffer(bufs[2], dtype=np.uint8, count=total, offset=first) if total else np.zeros(0, np.uint8)
+    # value offsets: the offset of the value's first pair, plus that pair's
+    # first part when the value starts at its second code
+    new_offsets = np.empty(vstarts.size + 1, dtype=odt)
+    vout = new_offsets[:-1]
+    vs = vstarts.astype(odt, copy=False)
+    np.take(pair_off, vs >> 1, out=vout)  # vs >> 1 <= npairs < len(pair_off)
+    if m:
+        odd = vs & 1
+        first_part = clen[np.take(seg, vs - odd, mode="clip")]  # clip: starts at the very end (odd == 0)
+        np.multiply(odd, first_part, out=odd)
+        vout += odd
+    even = (lit & 1) == 0
+    ev = lit[even]
+    if ev.size and vstarts.size:
+        # ... where that first part is a literal it is one byte, whatever its code says
+        n = vstarts.size
+        k = lit_at[even]  # no value starts at a literal: the first start >= lit + 1
+        hit = k < n
+        hit[hit] = vstarts[k[hit]] == ev[hit] + 1
+        k, d = k[hit], 1 - clen[seg[ev[hit]]].astype(odt)
+        while k.size:  # every value starting there (empty values share a start)
+            vout[k] += d
+            nxt = k + 1
+            more = nxt < n
+            more[more] = vstarts[nxt[more]] == vstarts[k[more]]
+            k, d = nxt[more], d[more]
+    if first:
+        vout -= first
+    new_offsets[-1] = total
+    return data, new_offsets
 
 
-def decompress(compressed, offsets, symbols, lengths, *, encoder_on: bool = True):
+def _decode_codes(seg: np.ndarray, vstarts: np.ndarray, tables, esc: np.ndarray, lit: np.ndarray):
+    """:func:`_decode_pairs` for short inputs: one dictionary entry per code."""
+    idx = seg.astype(np.uint16)
+    if esc.size:
+        idx[lit] += 256  # literal byte b -> entry 256 + b
+        idx[esc] = ESCAPE  # an empty entry
+    res = pc.take(_code_dictionary(tables), pa.array(idx), boundscheck=False)
+    bufs = res.buffers()
+    code_off = np.frombuffer(bufs[1], dtype=np.int32, count=len(res) + 1, offset=res.offset * 4)
+    first = int(code_off[0])
+    total = int(code_off[-1]) - first
+    data = np.frombuffer(bufs[2], dtype=np.uint8, count=total, offset=first) if total else np.zeros(0, np.uint8)
+    new_offsets = np.empty(vstarts.size + 1, dtype=np.int32)
+    np.take(code_off, vstarts, out=new_offsets[:-1])
+    if first:
+        new_offsets[:-1] -= first
+    new_offsets[-1] = total
+    return data, new_offsets
+
+
+def decompress(compressed, offsets, symbols, lengths, *, encoder_on: bool = True, small_offsets: bool = False):
     """Decompress all FSST values at once.
 
     ``offsets`` (n+1 integers, need not start at 0) delimit the compressed
     values in ``compressed``.  Returns ``(data uint8, new_offsets int64)`` with
-    ``new_offsets[0] == 0`` delimiting the decompressed values.  With
-    ``encoder_on=False`` the values are copied through unchanged.
-    Raises ``ValueError`` on inconsistent offsets or corrupt codes.
+    ``new_offsets[0] == 0`` delimiting the decompressed values
+    (``small_offsets``: int32 instead, unless the output could reach 2 GiB).
+    ``data`` may be a read-only view of an Arrow buffer.  With
+    ``encoder_on=False`` the values are copied through unchanged.  Raises
+    ``ValueError`` on inconsistent offsets or corrupt codes.
     """
     comp = _as_u8(compressed)
-    offs = np.asarray(offsets).astype(np.int64, copy=False).reshape(-1)
+    offs = np.asarray(offsets).reshape(-1)
     if offs.size == 0:
         raise ValueError("FSST offsets must hold at least one entry")
+    if offs.dtype.kind not in "iu":
+        offs = offs.astype(np.int64)
     n = offs.size - 1
-    if offs[0] < 0 or offs[-1] > comp.size or (n and np.any(offs[1:] < offs[:-1])):
+    if int(offs[0]) < 0 or int(offs[-1]) > comp.size or (n and np.any(offs[1:] < offs[:-1])):
         raise ValueError(
             f"FSST offsets are not monotonic within the {comp.size}-byte compressed buffer"
         )
     base = int(offs[0])
+    # value starts relative to the first; int32 is enough below 2 GiB
+    idt = np.int32 if int(offs[-1]) < 2**31 else np.int64
+    starts = offs[:-1]
+    if starts.dtype.itemsize == np.dtype(idt).itemsize and starts.dtype.kind == "u":
+        starts = starts.view(idt)  # monotonic and below the limit: same values
+    else:
+        starts = starts.astype(idt, copy=False)
+    if base:
+        starts = starts - base
     if not encoder_on:
-        return comp[base : int(offs[-1])].copy(), offs - base
-    table, lens, nsym = _decode_tables(symbols, lengths)
-    new_offsets = np.zeros(n + 1, dtype=np.int64)
+        return comp[base : int(offs[-1])].copy(), np.append(starts.astype(np.int64), int(offs[-1]) - base)
     if n == 0:
-        return np.zeros(0, dtype=np.uint8), new_offsets
-    total_in = int(offs[-1]) - base
-    targets = base + np.arange(_SPAN_BYTES, total_in, _SPAN_BYTES, dtype=np.int64)
-    cuts = np.unique(np.concatenate(([0], np.searchsorted(offs, targets), [n])))
-    parts = []
-    out_base = 0
-    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-        if b <= a:
-            continue
-        seg = comp[int(offs[a]) : int(offs[b])]
-        data, value_ends = _decode_span(seg, offs[a:b] - offs[a], table, lens, nsym)
-        new_offsets[a + 1 : b + 1] = out_base + value_ends
-        out_base += data.size
-        parts.append(data)
-    data = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
+        _pair_tables(symbols, lengths)  # validates the table
+        return np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int32 if small_offsets else np.int64)
+    seg = comp[base : int(offs[-1])]
+    data, new_offsets = _decode_pairs(seg, starts, symbols, lengths)
+    if not small_offsets:
+        new_offsets = new_offsets.astype(np.int64, copy=False)
     return data, new_offsets
 
 

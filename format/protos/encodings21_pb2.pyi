@@ -227,12 +227,20 @@ class FullZipLayout(_message.Message):
     def __init__(self, bits_rep: _Optional[int] = ..., bits_def: _Optional[int] = ..., bits_per_value: _Optional[int] = ..., bits_per_offset: _Optional[int] = ..., num_items: _Optional[int] = ..., num_visible_items: _Optional[int] = ..., value_compression: _Optional[_Union[CompressiveEncoding, _Mapping]] = ..., layers: _Optional[_Iterable[_Union[RepDefLayer, str]]] = ...) -> None: ...
 
 class AllNullLayout(_message.Message):
-    __slots__ = ("layers", "constant_value")
+    __slots__ = ("layers", "constant_value", "rep_compression", "def_compression", "num_rep_values", "num_def_values")
     LAYERS_FIELD_NUMBER: _ClassVar[int]
     CONSTANT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    REP_COMPRESSION_FIELD_NUMBER: _ClassVar[int]
+    DEF_COMPRESSION_FIELD_NUMBER: _ClassVar[int]
+    NUM_REP_VALUES_FIELD_NUMBER: _ClassVar[int]
+    NUM_DEF_VALUES_FIELD_NUMBER: _ClassVar[int]
     layers: _containers.RepeatedScalarFieldContainer[RepDefLayer]
     constant_value: bytes
-    def __init__(self, layers: _Optional[_Iterable[_Union[RepDefLayer, str]]] = ..., constant_value: _Optional[bytes] = ...) -> None: ...
+    rep_compression: CompressiveEncoding
+    def_compression: CompressiveEncoding
+    num_rep_values: int
+    num_def_values: int
+    def __init__(self, layers: _Optional[_Iterable[_Union[RepDefLayer, str]]] = ..., constant_value: _Optional[bytes] = ..., rep_compression: _Optional[_Union[CompressiveEncoding, _Mapping]] = ..., def_compression: _Optional[_Union[CompressiveEncoding, _Mapping]] = ..., num_rep_values: _Optional[int] = ..., num_def_values: _Optional[int] = ...) -> None: ...
 
 class BlobLayout(_message.Message):
     __slots__ = ("inner_layout", "layers")

@@ -18,6 +18,13 @@ from ..protos import encodings_pb2 as pb
 from ..schema import LanceField
 
 
+def _bit_width_of(t: pa.DataType) -> int | None:
+    try:
+        return t.bit_width
+    except ValueError:
+        return None
+
+
 def _offset_dtype(t: pa.DataType):
     large = pa.types.is_large_string(t) or pa.types.is_large_binary(t) or pa.types.is_large_list(t)
     return np.int64 if large else np.int32
@@ -59,6 +66,15 @@ class _Column:
             out.append(self.pages[i])
             i += 1
         return out
+
+    def group_rows(self, rows: np.ndarray) -> tuple[list[_Page], list[np.ndarray]]:
+        """The pages holding ``rows`` (sorted) and each page's share of them."""
+        if rows.size == 0:
+            return [], []
+        which = np.searchsorted(np.asarray(self.starts, dtype=np.int64), rows, side="right") - 1
+        cuts = np.flatnonzero(np.diff(which)) + 1
+        firsts = np.concatenate(([0], cuts)).tolist()
+        return [self.pages[int(which[i])] for i in firsts], np.split(rows, cuts)
 
     def check_rows(self, rows: int, what: str) -> None:
         if self.length != rows:
@@ -115,6 +131,8 @@ class _PageDecoder:
         kind = enc.WhichOneof("array_encoding")
         if kind == "binary":
             return self.binary(enc.binary, length, t)
+        if kind == "packed_struct":
+            return self.packed_struct(enc.packed_struct, length, t)
         if kind == "dictionary":
             return self.dictionary(enc.dictionary, length, t)
         validity, inner = self.nullable_values(enc, length, t)
@@ -135,6 +153,32 @@ class _PageDecoder:
                 return arr
             return pa.Array.from_buffers(t, length, [validity] + arr.buffers()[1:])
         raise UnsupportedEncodingError(f"{self.path}: 2.0 encoding {ikind!r} is not supported (type {t})")
+
+    def packed_struct(self, enc: pb.PackedStruct, length: int, t: pa.DataType) -> pa.Array:
+        """Rows of fixed-width fields back to back in one buffer (``inner``
+        gives each field's flat width)."""
+        if not pa.types.is_struct(t) or t.num_fields != len(enc.inner):
+            raise CorruptFileError(self.path, f"packed struct of {len(enc.inner)} fields stored for {t}")
+        widths = []
+        for f, inner in zip(t, enc.inner):
+            validity, values = self.nullable_values(inner, length, f.type)
+            if validity is not None or values is None or values.WhichOneof("array_encoding") != "flat":
+                raise UnsupportedEncodingError(f"{self.path}: packed struct field {f.name!r} is not plain fixed-width values")
+            bits = values.flat.bits_per_value
+            if bits % 8 or bits <= 0 or bits != _bit_width_of(f.type):
+                raise UnsupportedEncodingError(f"{self.path}: packed struct field {f.name!r} of {bits} bits ({f.type})")
+            widths.append(bits // 8)
+        row = sum(widths)
+        buf = self.buffer(enc.buffer)
+        if buf.size < row * length:
+            raise CorruptFileError(self.path, f"packed struct buffer holds {buf.size} bytes, {length} rows need {row * length}")
+        rows = np.frombuffer(buf, np.uint8, count=row * length).reshape(length, row)
+        kids, pos = [], 0
+        for f, w in zip(t, widths):
+            col = np.ascontiguousarray(rows[:, pos : pos + w]).reshape(-1)
+            kids.append(pa.Array.from_buffers(f.type, length, [None, pa.py_buffer(col)]))
+            pos += w
+        return pa.StructArray.from_arrays(kids, fields=list(t))
 
     def end_offsets(self, enc: pb.ArrayEncoding, length: int) -> np.ndarray:
         validity, inner = self.nullable_values(enc, length, pa.uint64())
@@ -173,6 +217,86 @@ class _PageDecoder:
         return items.take(pa.array(codes - 1, mask=mask))
 
 
+class _RowPicker(_PageDecoder):
+    """Decodes only some rows of a page (sorted, distinct), indexing straight
+    into the page buffers instead of converting the whole page."""
+
+    def pick(self, enc: pb.ArrayEncoding, length: int, t: pa.DataType, rows: np.ndarray) -> pa.Array:
+        kind = enc.WhichOneof("array_encoding")
+        if kind == "binary":
+            return self.pick_binary(enc.binary, length, t, rows, None)
+        if kind == "dictionary":
+            return self.decode(enc, length, t).take(pa.array(rows))
+        validity, inner = self.nullable_values(enc, length, t)
+        valid = None
+        if validity is not None:
+            bits = np.frombuffer(validity, np.uint8)
+            valid = ((bits[rows >> 3] >> (rows & 7).astype(np.uint8)) & 1).astype(bool)
+        if inner is None:
+            return pa.nulls(rows.size, t)
+        ikind = inner.WhichOneof("array_encoding")
+        if ikind == "flat":
+            return self.pick_flat(inner, length, t, rows, valid)
+        if ikind == "binary":
+            return self.pick_binary(inner.binary, length, t, rows, valid)
+        return _with_valid(self.decode(inner, length, t).take(pa.array(rows)), valid)
+
+    def pick_flat(self, enc, length, t, rows, valid) -> pa.Array:
+        arr = self.flat(enc, length, t, None)  # validates; zero-copy
+        bits = enc.flat.bits_per_value
+        data = np.frombuffer(arr.buffers()[1], np.uint8)
+        if bits == 1:
+            picked = ((data[rows >> 3] >> (rows & 7).astype(np.uint8)) & 1).astype(bool)
+            out = pa.Array.from_buffers(t, rows.size, [None, pa.py_buffer(np.packbits(picked, bitorder="little"))])
+        elif bits % 8 == 0:
+            width = bits // 8
+            picked = data[: length * width].reshape(length, width)[rows]
+            out = pa.Array.from_buffers(t, rows.size, [None, pa.py_buffer(np.ascontiguousarray(picked))])
+        else:  # pragma: no cover - flat() only accepts the type's width
+            return _with_valid(arr.take(pa.array(rows)), valid)
+        return _with_valid(out, valid)
+
+    def pick_binary(self, enc: pb.Binary, length, t, rows, valid) -> pa.Array:
+        stored = self.end_offsets(enc.indices, length)
+        data = self.decode_bytes(enc.bytes)
+        adj = enc.null_adjustment
+        ends = stored[rows].astype(np.uint64)
+        prev = np.where(rows > 0, stored[np.maximum(rows - 1, 0)], 0).astype(np.uint64)
+        null = ends >= np.uint64(adj) if adj else np.zeros(rows.size, bool)
+        if adj:
+            ends = np.where(null, ends - np.uint64(adj), ends)
+            prev = np.where(prev >= np.uint64(adj), prev - np.uint64(adj), prev)
+        ends, prev = ends.astype(np.int64), prev.astype(np.int64)
+        lens = ends - prev
+        if np.any(lens < 0) or (rows.size and int(ends.max()) > data.size):
+            raise CorruptFileError(self.path, f"string offsets are not increasing or exceed the {data.size} data bytes")
+        raw = np.frombuffer(data, np.uint8)
+        total = int(lens.sum())
+        first = np.cumsum(lens) - lens
+        src = np.arange(total, dtype=np.int64) + np.repeat(prev - first, lens)
+        values = raw[src]
+        odt = _offset_dtype(t)
+        offsets = np.zeros(rows.size + 1, dtype=odt)
+        np.cumsum(lens, out=offsets[1:])
+        if null.any():
+            valid = ~null if valid is None else (valid & ~null)
+        return _with_valid(pa.Array.from_buffers(t, rows.size, [None, pa.py_buffer(offsets), pa.py_buffer(values)]), valid)
+
+
+def _with_valid(arr: pa.Array, valid: np.ndarray | None) -> pa.Array:
+    """``arr`` with the extra validity ``valid`` (bool per row) applied."""
+    if valid is None or valid.all():
+        return arr
+    if arr.null_count:
+        valid = valid & arr.is_valid().to_numpy(zero_copy_only=False)
+    if arr.offset:
+        arr = pa.concat_arrays([arr])  # a copy starting at offset 0
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if pa.types.is_fixed_size_list(arr.type):
+        return pa.Array.from_buffers(arr.type, len(arr), [bitmap], children=[arr.values])
+    return pa.Array.from_buffers(arr.type, len(arr), [bitmap] + arr.buffers()[1:])
+
+
 def _binary_from_ends(stored: np.ndarray, adj: int, data: pa.Buffer, t: pa.DataType, path) -> pa.Array:
     """Build a string/binary array from u64 end offsets using Lance's null trick."""
     length = len(stored)
@@ -206,7 +330,8 @@ class _LeafDecoder:
         self.col = _Column(reader, column)
         self.reader = reader
 
-    def read_range(self, start: int, stop: int) -> pa.Array:
+    def read_chunks(self, start: int, stop: int) -> list[pa.Array]:
+        """Rows ``[start, stop)`` as one array per page."""
         pages = self.col.overlapping(start, stop)
         buffers = self.reader.page_buffers([p.meta for p in pages])
         pieces = []
@@ -215,6 +340,18 @@ class _LeafDecoder:
             lo = max(start - page.start, 0)
             hi = min(stop - page.start, page.meta.length)
             pieces.append(arr.slice(lo, hi - lo) if (lo, hi) != (0, page.meta.length) else arr)
+        return pieces or [pa.array([], self.type)]
+
+    def read_range(self, start: int, stop: int) -> pa.Array:
+        return _concat(self.read_chunks(start, stop), self.type)
+
+    def take(self, rows: np.ndarray) -> pa.Array:
+        pages, groups = self.col.group_rows(rows)
+        buffers = self.reader.page_buffers([p.meta for p in pages])
+        pieces = [
+            _RowPicker(self.col.path, bufs).pick(page.encoding, page.meta.length, self.type, r - page.start)
+            for page, r, bufs in zip(pages, groups, buffers)
+        ]
         return _concat(pieces, self.type)
 
 
@@ -231,6 +368,10 @@ class _StructDecoder:
         kids = [c.read_range(start, stop) for c in self.children]
         return pa.StructArray.from_arrays(kids, fields=list(self.type)) if kids else pa.nulls(stop - start, self.type)
 
+    def take(self, rows: np.ndarray) -> pa.Array:
+        kids = [c.take(rows) for c in self.children]
+        return pa.StructArray.from_arrays(kids, fields=list(self.type)) if kids else pa.nulls(rows.size, self.type)
+
 
 class _ListDecoder:
     def __init__(self, field: LanceField, reader: ContainerReader, column: int, child) -> None:
@@ -244,6 +385,9 @@ class _ListDecoder:
                 raise UnsupportedEncodingError(f"{reader.path}: list column page encoded as {p.encoding.WhichOneof('array_encoding')!r}")
             p.item_base = base
             base += p.encoding.list.num_items
+
+    def take(self, rows: np.ndarray) -> pa.Array:
+        return _list_take(self, rows)
 
     def read_range(self, start: int, stop: int) -> pa.Array:
         n = stop - start
@@ -279,6 +423,40 @@ class _ListDecoder:
         return pa.Array.from_buffers(self.type, n, [validity, pa.py_buffer(offsets)], children=[items], null_count=int(null.sum()))
 
 
+def _list_take(dec: "_ListDecoder", rows: np.ndarray) -> pa.Array:
+    """Rows of a list column: their item ranges, then the child's items."""
+    pages, groups = dec.col.group_rows(rows)
+    buffers = dec.reader.page_buffers([p.meta for p in pages])
+    starts_parts, ends_parts, null_parts = [], [], []
+    for page, r, bufs in zip(pages, groups, buffers):
+        enc = page.encoding.list
+        stored = _PageDecoder(dec.col.path, bufs).end_offsets(enc.offsets, page.meta.length)
+        adj = enc.null_offset_adjustment
+        rel = r - page.start
+        e = stored[rel]
+        p = np.where(rel > 0, stored[np.maximum(rel - 1, 0)], 0)
+        null = e >= np.uint64(adj) if adj else np.zeros(rel.size, bool)
+        if adj:
+            e = np.where(null, e - np.uint64(adj), e)
+            p = np.where(p >= np.uint64(adj), p - np.uint64(adj), p)
+        starts_parts.append(p.astype(np.int64) + page.item_base)
+        ends_parts.append(e.astype(np.int64) + page.item_base)
+        null_parts.append(null)
+    s, e = np.concatenate(starts_parts), np.concatenate(ends_parts)
+    null = np.concatenate(null_parts)
+    lens = e - s
+    if np.any(lens < 0):
+        raise CorruptFileError(dec.col.path, "list offsets are not increasing")
+    first = np.cumsum(lens) - lens
+    items_idx = np.arange(int(lens.sum()), dtype=np.int64) + np.repeat(s - first, lens)
+    items = dec.child.take(items_idx) if items_idx.size else dec.child.read_range(0, 0)
+    odt = _offset_dtype(dec.type)
+    offsets = np.zeros(rows.size + 1, dtype=odt)
+    np.cumsum(lens, out=offsets[1:])
+    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+    return pa.Array.from_buffers(dec.type, rows.size, [validity, pa.py_buffer(offsets)], children=[items], null_count=int(null.sum()))
+
+
 class FieldDecoder:
     """Reads rows of one top-level field from a 2.0 file."""
 
@@ -290,6 +468,8 @@ class FieldDecoder:
     def _build(self, f: LanceField, reader: ContainerReader):
         col = self._next  # pre-order: a parent's column comes before its children's
         self._next += 1
+        if f.is_packed_struct:  # one column of packed rows
+            return _LeafDecoder(f, reader, col)
         if f.is_struct:
             return _StructDecoder(f, reader, col, [self._build(c, reader) for c in f.children])
         if f.is_list:
@@ -298,3 +478,18 @@ class FieldDecoder:
 
     def read_range(self, start: int, stop: int) -> pa.Array:
         return self._root.read_range(start, stop)
+
+    def take(self, rows) -> pa.Array:
+        """The rows ``rows`` (sorted, distinct): the pages holding them are
+        fetched in one request and only those rows are decoded."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:
+            return self._root.read_range(0, 0)
+        return self._root.take(rows)
+
+    def read_chunks(self, start: int, stop: int) -> list[pa.Array]:
+        """Rows ``[start, stop)`` as arrays to be read back to back (one per
+        page for a leaf field, sparing the copy that joins them)."""
+        if isinstance(self._root, _LeafDecoder):
+            return self._root.read_chunks(start, stop)
+        return [self._root.read_range(start, stop)]

@@ -277,6 +277,39 @@ class _StructEncoder(_ColumnEncoder):
         return [EncodedPage(self.column, [], rows, _any(e))]
 
 
+class _PackedStructEncoder(_ColumnEncoder):
+    """A packed struct: every row's fixed-width fields back to back, one buffer."""
+
+    def __init__(self, column: int, page_size: int, t: pa.DataType, name: str) -> None:
+        super().__init__(column, page_size)
+        self.widths = []
+        for f in t:
+            w = _bit_width(f.type) if not pa.types.is_boolean(f.type) else 1
+            if w % 8 or pa.types.is_fixed_size_list(f.type):
+                raise UnsupportedTypeError(
+                    f"field {name!r}: a packed struct needs fields of whole-byte fixed width, not {f.name}: {f.type}"
+                )
+            self.widths.append(w)
+
+    def encode(self, arr: pa.Array) -> EncodedPage:
+        n = len(arr)
+        if arr.null_count:
+            raise UnsupportedTypeError("file format 2.0 cannot store null struct rows (use 2.1 or later)")
+        cols = []
+        for i, w in enumerate(self.widths):
+            child = arr.field(i)
+            if child.null_count:
+                raise UnsupportedTypeError(f"packed struct field {arr.type[i].name!r} holds nulls; packed fields store no validity")
+            cols.append(np.frombuffer(_fixed_values(child, w), np.uint8)[: n * (w // 8)].reshape(n, w // 8))
+        rows = np.concatenate(cols, axis=1).reshape(-1) if n else np.zeros(0, np.uint8)
+        enc = pb.ArrayEncoding()
+        for w in self.widths:
+            enc.packed_struct.inner.append(_no_nulls(_flat(w, 0)))
+        enc.packed_struct.buffer.buffer_index = 0
+        enc.packed_struct.buffer.SetInParent()
+        return EncodedPage(self.column, [rows], n, _any(enc))
+
+
 class _ListEncoder(_ColumnEncoder):
     """A list column: page-local u64 end offsets, nulls marked by ``+ adj``."""
 
@@ -310,7 +343,9 @@ class FieldEncoder:
     def _build(self, f: LanceField, page_size: int) -> None:
         col = len(self._encoders)
         t = f.arrow_type
-        if f.is_struct:
+        if f.is_packed_struct:
+            self._encoders.append((f, _PackedStructEncoder(col, page_size, t, f.name)))
+        elif f.is_struct:
             self._encoders.append((f, _StructEncoder(col, page_size, f.name)))
             for c in f.children:
                 self._build(c, page_size)
@@ -337,7 +372,7 @@ class FieldEncoder:
         f, enc = self._encoders[index]
         pages.extend(enc.append(arr))
         index += 1
-        if f.is_struct:
+        if f.is_struct and not f.is_packed_struct:
             for i in range(len(f.children)):
                 index = self._feed(arr.field(i), index, pages)
         elif f.is_list:

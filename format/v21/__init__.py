@@ -11,7 +11,8 @@ from ..schema import LanceField
 
 
 def num_columns(field: LanceField) -> int:
-    """Columns a top-level field occupies: one per leaf."""
+    """Columns a top-level field occupies: one per leaf, a packed struct
+    (field metadata ``lance-encoding:packed``) counting as one leaf."""
     return sum(1 for _ in field.leaves())
 
 

@@ -26,7 +26,7 @@ from ..encodings import fastlanes, fsst, general, rle
 from ..errors import CorruptFileError, UnsupportedEncodingError
 from ..protos import encodings21_pb2 as pb
 from .layout import scheme_name
-from .values import Fixed, Fsl, Var, as_u8, concat_bits, gather, uint_at
+from .values import Fixed, Fsl, Packed, Var, as_u8, concat_bits, gather, uint_at
 
 U16 = np.dtype("<u2")
 
@@ -117,7 +117,100 @@ def miniblock_values(enc: pb.CompressiveEncoding, ch: Chunks, where: str):
         return _mb_rle(bits, ch, w)
     if kind == "general":
         return _mb_general(enc.general, ch, w)
+    if kind == "packed_struct":
+        ps = enc.packed_struct
+        rows = miniblock_values(ps.values, ch, f"{w}.values")
+        return _packed(ps, rows, w)
+    if kind == "byte_stream_split":
+        bits = _flat_bits(enc.byte_stream_split.values, f"{w}.values")
+        _need_buffers(ch, 1, w)
+        return _mb_bss(bits, ch, w)
     raise UnsupportedEncodingError(f"{where}: the {kind} encoding is not supported in mini-block pages")
+
+
+def _unsplit(streams: np.ndarray, width: int, n: int) -> np.ndarray:
+    """Undo a byte stream split of ``n`` values of ``width`` bytes: stream k
+    (bytes ``k*n .. k*n+n``) holds byte k of every value."""
+    return np.ascontiguousarray(streams[: width * n].reshape(width, n).T).reshape(-1)
+
+
+def _mb_bss(bits: int, ch: Chunks, where: str) -> Fixed:
+    """Byte stream split values: each chunk is split on its own."""
+    if bits % 8 or not 8 <= bits <= 64:
+        raise UnsupportedEncodingError(f"{where}: byte stream split of {bits}-bit values is not supported")
+    width = bits // 8
+    need = ch.counts * width
+    _check_sizes(ch, 0, need, where)
+    data = gather(ch.bufs[0], ch.starts[0], need)
+    counts = ch.counts
+    total = int(counts.sum())
+    K = counts.size
+    if K and np.all(counts[:-1] == counts[0]):
+        # equal chunks (but maybe the last): one transpose for all of them
+        C = int(counts[0])
+        full = (K - 1) * C * width
+        head = data[:full].reshape(K - 1, width, C).transpose(0, 2, 1).reshape(-1) if K > 1 else data[:0]
+        tail = _unsplit(data[full:], width, int(counts[-1]))
+        out = np.concatenate((head, tail)) if K > 1 else tail
+    else:
+        starts = np.cumsum(need) - need
+        out = np.concatenate([_unsplit(data[s:], width, int(c)) for s, c in zip(starts.tolist(), counts.tolist())])
+    return Fixed(out, bits, total)
+
+
+def _packed(ps: pb.PackedStruct, rows, where: str) -> Packed:
+    widths = [int(b) for b in ps.bits_per_value]
+    if not isinstance(rows, Fixed) or rows.bits != sum(widths) or not widths:
+        got = f"{rows.bits}-bit values" if isinstance(rows, Fixed) else type(rows).__name__
+        raise UnsupportedEncodingError(f"{where}: packed_struct of {widths} bits per field over {got}")
+    return Packed(rows, widths)
+
+
+def miniblock_pick(enc: pb.CompressiveEncoding, ch: Chunks, where: str, pos: np.ndarray):
+    """Values at positions ``pos`` of ``ch``; returns ``(values, picked)``.
+
+    FSST values are picked before decompressing, so only the wanted strings
+    are expanded (``picked`` True); other encodings decode every value and
+    leave the picking to the caller (``picked`` False)."""
+    kind = _kind(enc, where)
+    if kind in ("inline_bitpacking", "flat") and len(ch.bufs) == 1 and pos.size:
+        first = np.cumsum(ch.counts) - ch.counts
+        k = np.searchsorted(first, pos, side="right") - 1
+        o = pos - first[k]
+        data = ch.bufs[0]
+        if kind == "inline_bitpacking":
+            ib = enc.inline_bitpacking
+            _no_buffer_compression(ib, "values", where)
+            T = int(ib.uncompressed_bits_per_value)
+            if T not in (8, 16, 32, 64):
+                raise UnsupportedEncodingError(f"{where}: inline bit-packing of {T}-bit values is not supported")
+            hdr = T // 8
+            _check_sizes(ch, 0, np.full(ch.counts.size, hdr), where)
+            widths = uint_at(data, ch.starts[0], hdr)
+            if np.any(widths > T):
+                raise CorruptFileError(None, f"{where}: bit width {int(widths.max())} exceeds {T}")
+            _check_sizes(ch, 0, hdr + 128 * widths, where)
+            try:
+                vals = fastlanes.unpack_values_at(data, ch.starts[0][k] + hdr, widths[k], T, o)
+            except ValueError as exc:
+                raise CorruptFileError(None, f"{where}: {exc}") from exc
+            return Fixed(vals.view(np.uint8), T, int(pos.size)), True
+        _no_buffer_compression(enc.flat, "data", where)
+        bits = int(enc.flat.bits_per_value)
+        if bits % 8 == 0 and bits > 0:
+            width = bits // 8
+            _check_sizes(ch, 0, ch.counts * width, where)
+            at = (ch.starts[0][k] + o * width)[:, None] + np.arange(width)
+            return Fixed(data[at.reshape(-1)], bits, int(pos.size)), True
+    if kind == "fsst" and _kind(enc.fsst.values, f"{where}.fsst.values") == "variable":
+        w = f"{where}.fsst"
+        v = miniblock_values(enc.fsst.values, ch, f"{w}.values")
+        offs = v.offsets
+        starts = offs[pos].astype(np.int64)
+        lens = offs[pos + 1].astype(np.int64) - starts
+        sub = Var(np.concatenate(([0], np.cumsum(lens))), gather(v.data, starts, lens))
+        return _fsst(enc.fsst.symbol_table, sub, w), True
+    return miniblock_values(enc, ch, where), False
 
 
 def _need_buffers(ch: Chunks, n: int, where: str) -> None:
@@ -154,14 +247,6 @@ def _mb_flat(bits: int, ch: Chunks, b: int, counts: np.ndarray, where: str) -> F
     raise UnsupportedEncodingError(f"{where}: flat values of {bits} bits are not supported")
 
 
-def _words(data: np.ndarray, width: int, starts: np.ndarray):
-    """``data`` viewed as little-endian words of ``width`` bytes, if the starts allow."""
-    if starts.size and np.any(starts % width):
-        return None
-    usable = data.size - data.size % width
-    return data[:usable].view(f"<u{width}")
-
-
 def _mb_variable(offset_bits: int, ch: Chunks, where: str) -> Var:
     """Each chunk buffer: ``n + 1`` offsets (from the buffer start), then the bytes."""
     if offset_bits not in (32, 64):
@@ -176,18 +261,23 @@ def _mb_variable(offset_bits: int, ch: Chunks, where: str) -> Var:
         raise CorruptFileError(None, f"{where}: variable-width offsets out of range in a chunk")
     total_vals = int(counts.sum())
     total_bytes = int(lens.sum())
-    words = _words(data, ow, starts)
     odt = np.int32 if total_bytes < 2**31 - 1 else np.int64
     out = np.empty(total_vals + 1, dtype=odt)
-    if words is None:  # unaligned chunk buffers (never written by pylance): slow but correct
-        words = np.frombuffer(data.tobytes(), dtype=f"<u{ow}", count=data.size // ow)
-        if np.any(starts % ow):
-            raise CorruptFileError(None, f"{where}: misaligned offsets in a chunk")
     values = gather(data, starts + first, lens)
     base = np.cumsum(lens) - lens
-    vstart = np.cumsum(counts) - counts
-    for w0, n, shift, v0 in zip((starts // ow).tolist(), counts.tolist(), (first - base).tolist(), vstart.tolist()):
-        np.subtract(words[w0 : w0 + n], np.int64(shift), out=out[v0 : v0 + n], casting="unsafe")
+    shift = first - base  # chunk offsets are from the chunk start: rebase onto ``values``
+    # every chunk's first n offsets, back to back (the n+1-th is the next chunk's first)
+    raw = gather(data, starts, counts * ow)
+    words = raw.view(f"<u{ow}") if raw.flags.c_contiguous else np.frombuffer(raw.tobytes(), dtype=f"<u{ow}")
+    K = counts.size
+    C = int(counts[0]) if K else 0
+    if K and C and np.all(counts[:-1] == C):
+        # equal chunks (all but maybe the last): subtract each chunk's shift by broadcasting
+        full = (K - 1) * C
+        np.subtract(words[:full].reshape(K - 1, C), shift[:-1, None], out=out[:full].reshape(K - 1, C), casting="unsafe")
+        np.subtract(words[full:], shift[-1], out=out[full:-1], casting="unsafe")
+    elif K:
+        np.subtract(words, np.repeat(shift, counts), out=out[:-1], casting="unsafe")
     out[-1] = total_bytes
     if total_vals and np.any(out[1:] < out[:-1]):
         raise CorruptFileError(None, f"{where}: variable-width offsets are not monotonic")
@@ -197,7 +287,7 @@ def _mb_variable(offset_bits: int, ch: Chunks, where: str) -> Var:
 def _fsst(table: bytes, v: Var, where: str) -> Var:
     try:
         symbols, lengths, on = fsst.parse_symbol_table(table)
-        data, offsets = fsst.decompress(v.data, v.offsets, symbols, lengths, encoder_on=on)
+        data, offsets = fsst.decompress(v.data, v.offsets, symbols, lengths, encoder_on=on, small_offsets=True)
     except ValueError as exc:
         raise CorruptFileError(None, f"{where}: {exc}") from exc
     return Var(offsets, as_u8(data))
@@ -484,6 +574,13 @@ def block_values(enc: pb.CompressiveEncoding, data, n: int, where: str):
             raise UnsupportedEncodingError(f"{w}: a constant encoding without a value")
         v = np.frombuffer(bytes(c.value), dtype=np.uint8)
         return Fixed(np.tile(v, n), v.size * 8, n)
+    if kind == "byte_stream_split":
+        bits = _flat_bits(enc.byte_stream_split.values, f"{w}.values")
+        if bits % 8 or not 8 <= bits <= 64:
+            raise UnsupportedEncodingError(f"{w}: byte stream split of {bits}-bit values is not supported")
+        if data.size < n * bits // 8:
+            raise CorruptFileError(None, f"{w}: buffer of {data.size} bytes, {n * bits // 8} needed")
+        return Fixed(_unsplit(data, bits // 8, n), bits, n)
     if kind == "fixed_size_list":
         fsl = enc.fixed_size_list
         if fsl.has_validity:
@@ -545,11 +642,15 @@ def fixed_value_bits(enc: pb.CompressiveEncoding, where: str) -> int:
     if kind == "fixed_size_list":
         fsl = enc.fixed_size_list
         dim = int(fsl.items_per_value)
-        bits = _flat_bits(fsl.values, f"{where}.fixed_size_list.values")
         vb = (dim + 7) // 8 * 8 if fsl.has_validity else 0
+        if _kind(fsl.values, where) == "constant":
+            return vb  # the items live in the encoding, not in the rows
+        bits = _flat_bits(fsl.values, f"{where}.fixed_size_list.values")
         return vb + dim * bits
     if kind == "constant":
         return 0
+    if kind == "packed_struct":
+        return sum(int(b) for b in enc.packed_struct.bits_per_value)
     raise UnsupportedEncodingError(f"{where}: the {kind} encoding is not supported for full-zip fixed-width values")
 
 
@@ -565,16 +666,20 @@ def fixed_per_value(enc: pb.CompressiveEncoding, rows: np.ndarray, n: int, where
     if kind == "fixed_size_list":
         fsl = enc.fixed_size_list
         dim = int(fsl.items_per_value)
-        bits = _flat_bits(fsl.values, f"{w}.values")
-        if bits % 8:
-            raise UnsupportedEncodingError(f"{w}: full-zip items of {bits} bits")
+        vb = (dim + 7) // 8 if fsl.has_validity else 0
+        if _kind(fsl.values, w) == "constant":
+            # pylance writes this for fixed-size lists whose items are all null
+            # (a constant without a value): the rows hold only item validity
+            child = _constant(fsl.values.constant, n * dim, f"{w}.values", allow_empty=True)
+        else:
+            bits = _flat_bits(fsl.values, f"{w}.values")
+            if bits % 8:
+                raise UnsupportedEncodingError(f"{w}: full-zip items of {bits} bits")
+            child = Fixed(np.ascontiguousarray(rows[:, vb:]).reshape(-1), bits, n * dim)
         if fsl.has_validity:
-            vb = (dim + 7) // 8
             vbits = np.unpackbits(np.ascontiguousarray(rows[:, :vb]), axis=1, bitorder="little")[:, :dim]
             validity = np.packbits(vbits.reshape(-1), bitorder="little")
-            child = Fixed(np.ascontiguousarray(rows[:, vb:]).reshape(-1), bits, n * dim)
             return Fsl(child, dim, n, validity)
-        child = Fixed(np.ascontiguousarray(rows).reshape(-1), bits, n * dim)
         return Fsl(child, dim, n)
     if kind == "constant":
         c = enc.constant
@@ -582,7 +687,23 @@ def fixed_per_value(enc: pb.CompressiveEncoding, rows: np.ndarray, n: int, where
             raise UnsupportedEncodingError(f"{w}: a constant encoding without a value")
         v = np.frombuffer(bytes(c.value), dtype=np.uint8)
         return Fixed(np.tile(v, n), v.size * 8, n)
+    if kind == "packed_struct":
+        ps = enc.packed_struct
+        inner = fixed_per_value(ps.values, rows, n, f"{w}.values")
+        return _packed(ps, inner, w)
     raise UnsupportedEncodingError(f"{where}: the {kind} encoding is not supported for full-zip values")
+
+
+def _constant(c: pb.Constant, n: int, where: str, allow_empty: bool = False) -> Fixed:
+    """``n`` copies of a constant's value.  Without a value (``allow_empty``:
+    only where every item is null) the values are unspecified: ``bits == 0``
+    asks :func:`~format.v21.values.to_arrow` for zeros of the column's width."""
+    if not c.HasField("value") or not len(c.value):
+        if allow_empty:
+            return Fixed(np.zeros(0, dtype=np.uint8), 0, n)
+        raise UnsupportedEncodingError(f"{where}: a constant encoding without a value")
+    v = np.frombuffer(bytes(c.value), dtype=np.uint8)
+    return Fixed(np.tile(v, n), v.size * 8, n)
 
 
 def var_per_value(enc: pb.CompressiveEncoding, offsets: np.ndarray, data: np.ndarray, where: str) -> Var:

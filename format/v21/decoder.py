@@ -8,6 +8,11 @@ and the canonical definition levels.  The levels are unravelled into the
 validity of every struct layer and the offsets and validity of every list
 layer, and the Arrow array is assembled from the leaves up.
 
+Pages are decoded independently: a read of many rows decodes its pages on a
+small thread pool (numpy and Arrow release the GIL).  ``take`` plans every
+page holding a wanted row, fetches all their byte ranges in one request and
+decodes only the mini-block chunks (or full-zip rows) holding them.
+
 Modules of the reader:
 
 * ``layout``      - validating PageLayout messages (unknown fields, layouts, enums);
@@ -18,6 +23,10 @@ Modules of the reader:
 """
 
 from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -43,8 +52,9 @@ class _Leaf:
 
 
 def _leaves_with_kinds(field: LanceField, outer: list[str]):
-    """(leaf, layer kinds inner to outer) for every leaf under ``field``."""
-    if field.is_struct or field.is_list:
+    """(leaf, layer kinds inner to outer) for every leaf under ``field`` (a
+    packed struct is a leaf: its rows are the values of one column)."""
+    if (field.is_struct and not field.is_packed_struct) or field.is_list:
         kind = LIST if field.is_list else ITEM
         for c in field.children:
             yield from _leaves_with_kinds(c, [kind] + outer)
@@ -52,17 +62,20 @@ def _leaves_with_kinds(field: LanceField, outer: list[str]):
         yield field, [ITEM] + outer
 
 
-_PACKED_KEYS = ("lance-encoding:packed", "packed")
+#: reads of at least this many rows decode their pages on a thread pool
+_PARALLEL_MIN_ROWS = 1 << 16
+_POOL = None
+_POOL_LOCK = threading.Lock()
 
 
-def _is_packed(field: LanceField) -> bool:
-    """Struct fields pylance stores as one packed column (opt-in field metadata)."""
-    for k, v in (field.metadata or {}).items():
-        k = k.decode() if isinstance(k, bytes) else k
-        v = v.decode(errors="replace") if isinstance(v, bytes) else str(v)
-        if k in _PACKED_KEYS and v.strip().lower() in ("true", "1", "yes"):
-            return True
-    return False
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                workers = max(1, min(8, os.cpu_count() or 1))
+                _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tessera-decode")
+    return _POOL
 
 
 def _count_leaves(field: LanceField) -> int:
@@ -77,11 +90,6 @@ class FieldDecoder:
         self.reader = reader
         self.version = version
         self.path = getattr(reader, "path", None)
-        for f in field.walk():
-            if f.is_struct and _is_packed(f):
-                raise UnsupportedEncodingError(
-                    f"{self.path or 'data file'}: field {f.name!r} is a packed struct, which this reader does not support"
-                )
         self.leaves = [
             _Leaf(leaf, first_column + i, kinds) for i, (leaf, kinds) in enumerate(_leaves_with_kinds(field, []))
         ]
@@ -117,6 +125,10 @@ class FieldDecoder:
         leaf.pages = pages
 
     def _read_leaf(self, leaf: _Leaf, start: int, stop: int) -> tuple[pa.Array, list[LayerOut]]:
+        return self._assemble_leaf(leaf, self._read_pieces(leaf, start, stop), stop - start)
+
+    def _read_pieces(self, leaf: _Leaf, start: int, stop: int) -> list[Piece]:
+        """One decoded piece per page overlapping rows ``[start, stop)``."""
         if leaf.pages is None:
             self._load_pages(leaf)
         rs = leaf.row_starts
@@ -131,25 +143,65 @@ class FieldDecoder:
             i += 1
         io = self.reader.io
         # 1. metadata of pages not seen before, in one request
-        todo = [p for p, _, _ in sel if not p.meta_loaded]
+        self._ensure_meta([p for p, _, _ in sel])
+        # 2. the bytes of the rows, in one request
+        plans = [p.data_ranges(a, b) for p, a, b in sel]
+        ranges = [r for plan in plans for r in plan]
+        got = io.read_ranges(ranges) if ranges else []
+        jobs = []
+        k = 0
+        for (p, a, b), plan in zip(sel, plans):
+            jobs.append((p, a, b, got[k : k + len(plan)]))
+            k += len(plan)
+        # 3. decode: pages are independent, and numpy / Arrow release the GIL
+        if len(jobs) > 1 and stop - start >= _PARALLEL_MIN_ROWS:
+            return list(_pool().map(lambda j: j[0].decode(j[1], j[2], j[3]), jobs))
+        return [p.decode(a, b, bufs) for p, a, b, bufs in jobs]
+
+    def _ensure_meta(self, pages) -> None:
+        """Read the planning metadata of pages not seen before, in one request."""
+        todo = [p for p in pages if not p.meta_loaded]
         if todo:
             ranges = [r for p in todo for r in p.meta_ranges()]
-            got = io.read_ranges(ranges) if ranges else []
+            got = self.reader.io.read_ranges(ranges) if ranges else []
             k = 0
             for p in todo:
                 n = len(p.meta_ranges())
                 p.set_meta(got[k : k + n])
                 k += n
-        # 2. the bytes of the rows, in one request
-        plans = [p.data_ranges(a, b) for p, a, b in sel]
-        ranges = [r for plan in plans for r in plan]
-        got = io.read_ranges(ranges) if ranges else []
-        pieces: list[Piece] = []
-        k = 0
-        for (p, a, b), plan in zip(sel, plans):
-            pieces.append(p.decode(a, b, got[k : k + len(plan)]))
+
+    def _take_pieces(self, leaf: _Leaf, rows: np.ndarray) -> list[Piece]:
+        """One piece per page holding some of ``rows`` (sorted, distinct)."""
+        if leaf.pages is None:
+            self._load_pages(leaf)
+        rs = leaf.row_starts
+        page_of = np.searchsorted(rs, rows, side="right") - 1
+        cuts = np.flatnonzero(np.diff(page_of)) + 1
+        groups = [(int(g[0]), r) for g, r in zip(np.split(page_of, cuts), np.split(rows, cuts))]
+        pages = [leaf.pages[i] for i, _ in groups]
+        self._ensure_meta(pages)
+        plans = [p.take_ranges(r - int(rs[i])) for p, (i, r) in zip(pages, groups)]
+        ranges = [x for plan in plans for x in plan]
+        got = self.reader.io.read_ranges(ranges) if ranges else []
+        pieces, k = [], 0
+        for p, (i, r), plan in zip(pages, groups, plans):
+            pieces.append(p.take(r - int(rs[i]), got[k : k + len(plan)]))
             k += len(plan)
-        return self._assemble_leaf(leaf, pieces, stop - start)
+        return pieces
+
+    def take(self, rows) -> pa.Array:
+        """The rows ``rows`` (sorted, distinct) of the field.  Every page
+        involved is planned first, all byte ranges are fetched in one request,
+        and mini-block pages decode only the chunks holding the rows."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:
+            return pa.array([], type=self._type(self.field))
+        results = [self._assemble_leaf(leaf, self._take_pieces(leaf, rows), int(rows.size)) for leaf in self.leaves]
+        infos = [(arr, layers, len(layers) - 1) for arr, layers in results]
+        out = self._build(self.field, infos)
+        if len(out) != rows.size:
+            raise CorruptFileError(self.path, f"field {self.field.name!r}: decoded {len(out)} rows, {rows.size} expected")
+        return out
 
     def _assemble_leaf(self, leaf: _Leaf, pieces: list[Piece], num_rows: int):
         st = leaf.st
@@ -190,7 +242,7 @@ class FieldDecoder:
 
     def _build(self, f: LanceField, infos: list) -> pa.Array:
         arr, layers, idx = infos[0]
-        if not (f.is_struct or f.is_list):
+        if f.is_packed_struct or not (f.is_struct or f.is_list):
             if idx != 0:
                 raise CorruptFileError(self.path, f"field {f.name!r}: rep/def layers do not match the schema")
             return arr
@@ -219,6 +271,20 @@ class FieldDecoder:
                 raise UnsupportedEncodingError(f"list {f.name!r}: more than 2**31 items in one read")
             obuf = pa.py_buffer(offsets.astype(np.int32))
         return pa.Array.from_buffers(t, lay.length, [validity, obuf], children=[child])
+
+    def read_chunks(self, start: int, stop: int) -> list[pa.Array]:
+        """Rows ``[start, stop)`` as arrays to be read back to back.
+
+        A field without struct or list layers comes as one array per page, so
+        no copy joins the pages; other fields as one array (``read_range``)."""
+        if (self.field.is_struct and not self.field.is_packed_struct) or self.field.is_list or stop <= start:
+            return [self.read_range(start, stop)]
+        (leaf,) = self.leaves
+        out = []
+        for p in self._read_pieces(leaf, start, stop):
+            arr, _ = self._assemble_leaf(leaf, [p], p.num_rows)
+            out.append(arr)
+        return out
 
     def read_range(self, start: int, stop: int) -> pa.Array:
         """Rows ``[start, stop)`` of the field as an Array of ``field.arrow_type``."""

@@ -144,13 +144,25 @@ def _encode_rows(plan, column, rep, raw_defs, arrays, num_rows, num_levels, vers
     if levels.defs is not None:
         vis_defs = levels.defs if levels.visible is None else levels.defs[levels.visible]
         valid = vis_defs == 0
-    if values is None or nvis == 0 or (valid is not None and not valid.any()):
+    no_valid = valid is not None and not valid.any()
+    # pylance reads every visible slot of an all-null page as a null leaf
+    # value; for a non-nullable leaf whose visible slots are only masked by
+    # null parents that is "unmasked nulls in a non-nullable field", so such
+    # a page keeps its (meaningless) values instead.
+    if values is None or nvis == 0 or (no_valid and plan.field.nullable):
         layout, buffers = _all_null(levels)
-    elif (
+        return [EncodedPage(column, buffers, num_rows, pack_any(PAGE_LAYOUT_URL, layout))]
+    if no_valid:
+        valid = None  # every visible value is masked: any bytes will do
+    if (
         large
         and levels.rep is None
+        # pylance turns every slot with a definition level into a null on a
+        # constant page too: not for a non-nullable leaf below null parents
+        and (levels.defs is None or plan.field.nullable)
         and isinstance(values, FixedValues)
         and values.dim is None
+        and values.packed is None
         and values.all_equal(valid)
     ):
         layout, buffers = _all_null(levels, values.value_bytes(values.first_valid_index(valid)))

@@ -29,7 +29,8 @@ def can_fullzip(values: LeafValues) -> bool:
     """Full-zip stores byte-aligned values only (no bit-sized values, no item validity)."""
     if isinstance(values, VariableValues):
         return True
-    return not values.is_bits and values.item_validity is None
+    # packed struct rows stay in mini-blocks (as pylance writes them)
+    return not values.is_bits and values.item_validity is None and values.packed is None
 
 
 def _ranges_mask(total: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -6,11 +6,9 @@ protobuf field this library does not know raises
 :class:`~format.errors.UnsupportedEncodingError` naming what was found, so a
 newer writer's pages never decode into silently wrong values.
 
-One exception is deliberate: pylance 14 writes four fields on
-``AllNullLayout`` that the project's ``encodings21.proto`` does not declare
-yet (7 ``rep_compression``, 8 ``def_compression``: CompressiveEncoding; 9
-``num_rep_values``, 10 ``num_def_values``: varint).  They are read here from
-the unknown-field set (or from real fields once the proto declares them).
+``AllNullLayout`` fields 7-10 (compressed rep/def level buffers and their
+level counts, written by pylance 14 on 2.2 pages) are declared in
+``encodings21.proto``; like every declared field they are read as such.
 """
 
 from __future__ import annotations
@@ -47,9 +45,6 @@ DEF_LEVELS = {
     NULL_AND_EMPTY_LIST: 2,
 }
 
-# AllNullLayout fields pylance 14 writes beyond the project's proto
-_ALLNULL_EXTRA = {7: ("rep_compression", 2), 8: ("def_compression", 2), 9: ("num_rep_values", 0), 10: ("num_def_values", 0)}
-
 _SCHEMES = {pb.COMPRESSION_ALGORITHM_LZ4: "lz4", pb.COMPRESSION_ALGORITHM_ZSTD: "zstd"}
 
 
@@ -65,14 +60,11 @@ def _unknown_numbers(msg: Message) -> list[tuple[int, int, object]]:
     return []
 
 
-def check_known(msg: Message, where: str, allow: dict[int, tuple[str, int]] | None = None) -> None:
+def check_known(msg: Message, where: str) -> None:
     """Raise UnsupportedEncodingError if ``msg`` (recursively) has a field this
-    library does not know.  ``allow`` lists tolerated unknown field numbers of
-    ``msg`` itself with their expected wire types."""
+    library does not know."""
     name = msg.DESCRIPTOR.name
-    for num, wire, _ in _unknown_numbers(msg):
-        if allow and num in allow and allow[num][1] == wire:
-            continue
+    for num, _, _ in _unknown_numbers(msg):
         what = f"field number {num}" if num >= 0 else "unknown fields"
         raise UnsupportedEncodingError(
             f"{where}: {name} has {what} that this reader does not know "
@@ -108,51 +100,28 @@ def check_layers(layers, where: str) -> list[int]:
 
 @dataclass
 class AllNullInfo:
-    """AllNullLayout (2.1) / constant layout (2.2) with pylance 14's extra fields."""
+    """AllNullLayout (2.1) / constant layout (2.2), validated."""
 
     layers: list[int]
     constant_value: bytes | None
+    #: compression of the rep / def level buffers (None: raw u16 levels)
     rep_compression: pb.CompressiveEncoding | None = None
     def_compression: pb.CompressiveEncoding | None = None
+    #: level counts of the compressed buffers (None when not written)
     num_rep_values: int | None = None
     num_def_values: int | None = None
 
 
-def _decode_varint(data) -> int:
-    if isinstance(data, int):
-        return data
-    raise CorruptFileError(None, f"expected a varint, got {data!r}")
-
-
 def parse_all_null(msg: pb.AllNullLayout, where: str) -> AllNullInfo:
-    check_known(msg, where, allow=_ALLNULL_EXTRA)
-    info = AllNullInfo(
+    check_known(msg, where)  # recursive: covers the level encodings too
+    return AllNullInfo(
         layers=check_layers(msg.layers, where),
         constant_value=bytes(msg.constant_value) if msg.HasField("constant_value") else None,
+        rep_compression=msg.rep_compression if msg.HasField("rep_compression") else None,
+        def_compression=msg.def_compression if msg.HasField("def_compression") else None,
+        num_rep_values=int(msg.num_rep_values) or None,
+        num_def_values=int(msg.num_def_values) or None,
     )
-    # fields declared by a newer proto, when present
-    declared = msg.DESCRIPTOR.fields_by_name
-    for attr in ("rep_compression", "def_compression"):
-        if attr in declared and msg.HasField(attr):
-            setattr(info, attr, getattr(msg, attr))
-    for num, wire, data in _unknown_numbers(msg):
-        name, _ = _ALLNULL_EXTRA[num]
-        if wire == 2:
-            enc = pb.CompressiveEncoding()
-            try:
-                enc.ParseFromString(bytes(data))
-            except Exception as exc:  # noqa: BLE001 - protobuf raises several kinds
-                raise CorruptFileError(None, f"{where}: cannot parse AllNullLayout field {num}: {exc}") from exc
-            check_known(enc, f"{where}.{name}")
-            setattr(info, name, enc)
-        else:
-            setattr(info, name, _decode_varint(data))
-    for attr in ("num_rep_values", "num_def_values"):
-        if attr in declared:
-            v = getattr(msg, attr)
-            if v:
-                setattr(info, attr, v)
-    return info
 
 
 def parse_page_layout(layout: pb.PageLayout, where: str):
@@ -168,13 +137,7 @@ def parse_page_layout(layout: pb.PageLayout, where: str):
     if kind == "blob_layout":
         raise UnsupportedEncodingError(f"{where}: the blob page layout is not supported by this reader")
     msg = getattr(layout, kind)
-    if kind == "all_null_layout":
-        check_known_shallow(layout, where)  # the layout itself is checked by parse_all_null
-        return kind, parse_all_null(msg, f"{where}.all_null_layout")
     check_known(layout, where)
+    if kind == "all_null_layout":
+        return kind, parse_all_null(msg, f"{where}.all_null_layout")
     return kind, msg
-
-
-def check_known_shallow(msg: Message, where: str) -> None:
-    for num, _, _ in _unknown_numbers(msg):
-        raise UnsupportedEncodingError(f"{where}: {msg.DESCRIPTOR.name} has unknown field number {num}")

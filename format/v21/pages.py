@@ -7,7 +7,10 @@ reads a row range in two steps, so a caller can batch the I/O of many pages:
    (mini-block chunk metadata, dictionary and repetition index; the full-zip
    row offsets; the levels of a constant page), read once and kept;
 2. ``data_ranges(a, b)`` / ``decode(a, b, buffers)``: only the bytes holding
-   rows ``[a, b)`` of the page (whole mini-block chunks, a full-zip byte range).
+   rows ``[a, b)`` of the page (whole mini-block chunks, a full-zip byte range);
+   or ``take_ranges(rows)`` / ``take(rows, buffers)`` for scattered rows: the
+   mini-block chunks holding them (decoded together, values picked before
+   expanding where the encoding allows), one full-zip range per row.
 
 ``decode`` returns a :class:`Piece`: the page's repetition levels, its
 definition levels mapped to the column's canonical codes, and the values of
@@ -42,6 +45,21 @@ def _ceil8(x):
     return (x + 7) // 8 * 8
 
 
+def _joined(bufs) -> tuple[np.ndarray, np.ndarray]:
+    """``(data, starts)``: the buffers as one uint8 array and where each starts.
+
+    Slices of one parent buffer (a memory-mapped file) are not copied: the
+    parent is used as is.  Others are joined into a new buffer."""
+    if len(bufs) == 1:
+        return as_u8(bufs[0]), np.zeros(1, dtype=np.int64)
+    parent = getattr(bufs[0], "parent", None)
+    if parent is not None and all(getattr(b, "parent", None) is not None and b.parent.address == parent.address for b in bufs):
+        starts = np.fromiter((b.address for b in bufs), dtype=np.int64, count=len(bufs)) - parent.address
+        return np.frombuffer(parent, dtype=np.uint8), starts
+    sizes = np.fromiter((b.size if hasattr(b, "size") else len(b) for b in bufs), dtype=np.int64, count=len(bufs))
+    return np.frombuffer(b"".join(bufs), dtype=np.uint8), np.cumsum(sizes) - sizes
+
+
 class _PageBase:
     def __init__(self, page, st: Structure, t: pa.DataType, where: str) -> None:
         self.where = where
@@ -60,6 +78,41 @@ class _PageBase:
 
     def set_meta(self, bufs) -> None:
         self.meta_loaded = True
+
+    # ``take``: rows given as a sorted array of distinct page-relative rows.
+    # By default the span from the first to the last row is decoded and the
+    # rows picked from it; subclasses fetch and decode less where they can.
+
+    def take_ranges(self, rows: np.ndarray) -> list[tuple[int, int]]:
+        return self.data_ranges(int(rows[0]), int(rows[-1]) + 1)
+
+    def take(self, rows: np.ndarray, bufs) -> Piece:
+        a = int(rows[0])
+        piece = self.decode(a, int(rows[-1]) + 1, bufs)
+        return select_rows(piece, rows - a, self.st)
+
+
+def select_rows(piece: Piece, rows: np.ndarray, st: Structure) -> Piece:
+    """The rows ``rows`` (sorted, distinct, relative to the piece) of a piece."""
+    if rows.size == piece.num_rows:
+        return piece
+    if piece.rep is None:
+        defs = piece.defs[rows] if piece.defs is not None else None
+        return Piece(None, defs, piece.values.take(pa.array(rows)), int(rows.size), int(rows.size))
+    starts = np.flatnonzero(piece.rep == st.max_rep)
+    ends = np.append(starts[1:], piece.rep.size)
+    s, e = starts[rows], ends[rows]
+    n = e - s
+    first = np.cumsum(n) - n
+    lv = np.arange(int(n.sum()), dtype=np.int64) + np.repeat(s - first, n)
+    if piece.defs is None:
+        vpos = lv
+        defs = None
+    else:
+        visible = piece.defs <= st.max_visible
+        vpos = (np.cumsum(visible) - 1)[lv[visible[lv]]]
+        defs = piece.defs[lv]
+    return Piece(piece.rep[lv], defs, piece.values.take(pa.array(vpos)), int(rows.size), int(lv.size))
 
 
 # --------------------------------------------------------------------- mini-block
@@ -177,13 +230,16 @@ class MiniBlockPage(_PageBase):
         end = int(self.chunk_off[c1] + self.chunk_bytes[c1])
         return [(off + start, end - start)]
 
-    def decode(self, a: int, b: int, bufs) -> Piece:
+    def _decode_chunks(self, data: np.ndarray, base: np.ndarray, chunks: np.ndarray, pick=None):
+        """Decode the chunks ``chunks`` (indices, ascending) whose bytes start at
+        ``base`` in ``data``; returns (rep, defs, values, value count, picked).
+
+        ``pick``: positions of the values wanted (in the decoded chunks); an
+        encoding that can skip the others (FSST, inline bit-packing, flat)
+        returns just those, and ``picked`` says so."""
         w = self.where
-        c0, c1 = self._chunk_range(a, b)
-        data = as_u8(bufs[0])
-        base = self.chunk_off[c0 : c1 + 1] - self.chunk_off[c0]
-        cbytes = self.chunk_bytes[c0 : c1 + 1]
-        counts = self.counts[c0 : c1 + 1]
+        cbytes = self.chunk_bytes[chunks]
+        counts = self.counts[chunks]
         if data.size < int(base[-1] + cbytes[-1]):
             raise CorruptFileError(None, f"{w}: chunk data truncated")
         nlev = cz.u16(data, base)
@@ -214,10 +270,65 @@ class MiniBlockPage(_PageBase):
         if not self.has_rep and self.has_def and not np.array_equal(nlev, counts):
             raise CorruptFileError(None, f"{w}: chunk level counts differ from value counts")
         ch = cz.Chunks([data] * self.num_buffers, starts, sizes, counts)
-        vals = cz.miniblock_values(self.msg.value_compression, ch, f"{w}.value_compression")
         total = int(counts.sum())
-        if vals.n != total:
-            raise CorruptFileError(None, f"{w}: decoded {vals.n} values, chunks hold {total}")
+        picked = False
+        if pick is not None and not self.has_dict:
+            vals, picked = cz.miniblock_pick(self.msg.value_compression, ch, f"{w}.value_compression", pick)
+        else:
+            vals = cz.miniblock_values(self.msg.value_compression, ch, f"{w}.value_compression")
+        want = pick.size if picked else total
+        if vals.n != want:
+            raise CorruptFileError(None, f"{w}: decoded {vals.n} values, chunks hold {want}")
+        return rep, defs, vals, total, picked
+
+    def _values_array(self, vals, defs, sel=None) -> pa.Array:
+        """Arrow values of the decoded ``vals`` (``sel``: a slice or positions)."""
+        if self.has_dict:
+            idx = vals.typed() if isinstance(vals, Fixed) else None
+            if idx is None:
+                raise CorruptFileError(None, f"{self.where}: dictionary indices are not fixed-width integers")
+            if sel is not None:
+                idx = idx[sel]
+            if idx.size and int(idx.max()) >= len(self.dict_items):
+                idx = self._check_null_indices(idx, defs)
+            return self.dict_items.take(pa.array(idx))
+        arr = to_arrow(vals, self.t)
+        if isinstance(sel, slice):
+            if sel.start or sel.stop != len(arr):
+                arr = arr.slice(sel.start, sel.stop - sel.start)
+        elif sel is not None:
+            arr = arr.take(pa.array(sel))
+        return arr
+
+    def take_ranges(self, rows: np.ndarray):
+        if self.has_rep:
+            return super().take_ranges(rows)
+        off, _ = self.buffers[1]
+        chunks = np.unique(np.searchsorted(self.item_start, rows, side="right") - 1)
+        return [(off + int(o), int(n)) for o, n in zip(self.chunk_off[chunks].tolist(), self.chunk_bytes[chunks].tolist())]
+
+    def take(self, rows: np.ndarray, bufs) -> Piece:
+        """Only the chunks holding ``rows`` are fetched and decoded, all at once."""
+        if self.has_rep:
+            return super().take(rows, bufs)
+        which = np.searchsorted(self.item_start, rows, side="right") - 1
+        chunks = np.unique(which)
+        data, base = _joined(bufs)  # one buffer per chunk
+        counts = self.counts[chunks]
+        first_value = np.cumsum(counts) - counts
+        pos = first_value[np.searchsorted(chunks, which)] + (rows - self.item_start[which])
+        _, defs, vals, _, picked = self._decode_chunks(data, base, chunks, pick=pos)
+        if defs is not None:
+            defs = defs[pos]
+        arr = self._values_array(vals, defs, None if picked else pos)
+        return self._finish(None, defs, arr, int(rows.size), int(rows.size))
+
+    def decode(self, a: int, b: int, bufs) -> Piece:
+        w = self.where
+        c0, c1 = self._chunk_range(a, b)
+        data = as_u8(bufs[0])
+        base = self.chunk_off[c0 : c1 + 1] - self.chunk_off[c0]
+        rep, defs, vals, total, _ = self._decode_chunks(data, base, np.arange(c0, c1 + 1))
         # rows [a, b) within the decoded chunks
         if not self.has_rep:
             i0 = a - int(self.item_start[c0])
@@ -246,18 +357,7 @@ class MiniBlockPage(_PageBase):
                 i0, i1 = la, lb
             rep = rep[la:lb]
             nlevels = lb - la
-        if self.has_dict:
-            idx = vals.typed() if isinstance(vals, Fixed) else None
-            if idx is None:
-                raise CorruptFileError(None, f"{w}: dictionary indices are not fixed-width integers")
-            idx = idx[i0:i1]
-            if idx.size and int(idx.max()) >= len(self.dict_items):
-                idx = self._check_null_indices(idx, defs)
-            arr = self.dict_items.take(pa.array(idx))
-        else:
-            arr = to_arrow(vals, self.t)
-            if i0 or i1 != len(arr):
-                arr = arr.slice(i0, i1 - i0)
+        arr = self._values_array(vals, defs, slice(i0, i1))
         return self._finish(rep, defs, arr, b - a, nlevels)
 
     def _check_null_indices(self, idx: np.ndarray, defs) -> np.ndarray:
@@ -349,10 +449,33 @@ class FullZipPage(_PageBase):
             return word, None
         return None, word
 
+    def take_ranges(self, rows: np.ndarray):
+        """One byte range per row (rows are self-contained in a full-zip page)."""
+        off = self.buffers[0][0]
+        if self.has_index:
+            s, e = self.row_off[rows], self.row_off[rows + 1]
+        else:
+            stride = self.cw + self.bpv
+            s = rows * stride
+            e = s + stride
+        return [(off + a, b - a) for a, b in zip(s.tolist(), e.tolist())]
+
+    def take(self, rows: np.ndarray, bufs) -> Piece:
+        data = np.frombuffer(b"".join(bufs), dtype=np.uint8) if len(bufs) != 1 else as_u8(bufs[0])
+        rel = None
+        if self.has_index:
+            sizes = self.row_off[rows + 1] - self.row_off[rows]
+            rel = np.concatenate(([0], np.cumsum(sizes)))
+        return self._decode_rows(data, int(rows.size), rel)
+
     def decode(self, a, b, bufs) -> Piece:
+        rel = self.row_off[a : b + 1] - self.row_off[a] if self.has_index else None
+        return self._decode_rows(as_u8(bufs[0]), b - a, rel)
+
+    def _decode_rows(self, data: np.ndarray, n: int, rel: np.ndarray | None) -> Piece:
+        """Decode ``n`` whole rows laid out back to back in ``data``; ``rel``:
+        their n + 1 byte offsets (None: fixed-width rows without lists)."""
         w = self.where
-        data = as_u8(bufs[0])
-        n = b - a
         enc = self.msg.value_compression
         if not self.variable and self.max_rep == 0:
             stride = self.cw + self.bpv
@@ -364,7 +487,6 @@ class FullZipPage(_PageBase):
                 _, defs = self._ctrl(data, np.arange(n, dtype=np.int64) * stride)
             vals = cz.fixed_per_value(enc, rows[:, self.cw :], n, f"{w}.value_compression")
             return self._finish(None, defs, to_arrow(vals, self.t), n, n)
-        rel = self.row_off[a : b + 1] - self.row_off[a]
         if self.max_rep == 0:
             # one entry per row: [ctrl][len][bytes] or just [ctrl] for a null
             pos = rel[:-1]
@@ -387,12 +509,11 @@ class FullZipPage(_PageBase):
             offsets = np.concatenate(([0], np.cumsum(lens)))
             v = cz.var_per_value(enc, offsets, payload, f"{w}.value_compression")
             return self._finish(None, defs, to_arrow(v, self.t), n, n)
-        return self._decode_repeated(a, b, data, rel)
+        return self._decode_repeated(n, data, rel)
 
-    def _decode_repeated(self, a, b, data, rel) -> Piece:
+    def _decode_repeated(self, n, data, rel) -> Piece:
         """Rows with lists: entries are walked row-parallel (one step per list position)."""
         w = self.where
-        n = b - a
         p = rel[:-1].copy()
         end = rel[1:]
         rec_row, rec_j, rec_pos, rec_rep, rec_def, rec_len, rec_has = [], [], [], [], [], [], []

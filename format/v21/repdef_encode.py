@@ -54,6 +54,8 @@ class LeafPlan:
     #: (kind, depth) of each layer from the leaf (inner) to the top (outer)
     layers: tuple[tuple[str, int], ...]
     max_rep: int
+    #: schema nullability of the field owning each layer (parallel to ``layers``)
+    nullable: tuple[bool, ...] = ()
 
     @property
     def innermost_list_code(self) -> int | None:
@@ -68,20 +70,22 @@ def plan_leaves(field: LanceField) -> list[LeafPlan]:
     """One :class:`LeafPlan` per leaf of ``field``, in column order."""
     out: list[LeafPlan] = []
 
-    def walk(f: LanceField, path: list[tuple[str, int]]) -> None:
+    def walk(f: LanceField, path: list[tuple[str, int, bool]]) -> None:
         depth = len(path)
-        if f.is_struct:
+        if f.is_struct and not f.is_packed_struct:  # a packed struct is one leaf
             if not f.children:
                 raise UnsupportedTypeError(
                     f"field {f.name!r}: a struct with no fields cannot be written in file format 2.1/2.2"
                 )
             for c in f.children:
-                walk(c, path + [(ITEM, depth)])
+                walk(c, path + [(ITEM, depth, f.nullable)])
         elif f.is_list:
-            walk(f.children[0], path + [(LIST, depth)])
+            walk(f.children[0], path + [(LIST, depth, f.nullable)])
         else:
-            layers = tuple(reversed(path + [(ITEM, depth)]))
-            out.append(LeafPlan(f, layers, sum(1 for k, _ in layers if k == LIST)))
+            full = list(reversed(path + [(ITEM, depth, f.nullable)]))
+            layers = tuple((k, d) for k, d, _ in full)
+            nullable = tuple(n for _, _, n in full)
+            out.append(LeafPlan(f, layers, sum(1 for k, _ in layers if k == LIST), nullable))
 
     walk(field, [])
     return out
@@ -176,14 +180,23 @@ def _expand_list(arr: pa.Array, st: _State, depth: int, rep_code: int) -> tuple[
 
     if st.idx is None:
         real = None
-        i = np.arange(st.n)
         slot_lens = lens
         slot_null = mask if mask is not None else np.zeros(st.n, dtype=bool)
+        slot_start = offsets[:-1]
     else:
+        # Invisible slots (idx -1: a null or empty list, or a null struct,
+        # somewhere above) have no element in ``arr``.  Gather only the real
+        # ones: ``arr`` may even be empty (e.g. a single null outer list), so
+        # no placeholder index is valid.
         real = st.idx >= 0
-        i = np.where(real, st.idx, 0)
-        slot_lens = np.where(real, lens[i], 0)
-        slot_null = mask[i] if mask is not None else np.zeros(st.n, dtype=bool)
+        ridx = st.idx[real]
+        slot_lens = np.zeros(st.n, dtype=lens.dtype)
+        slot_lens[real] = lens[ridx]
+        slot_null = np.zeros(st.n, dtype=bool)
+        if mask is not None:
+            slot_null[real] = mask[ridx]
+        slot_start = np.zeros(st.n, dtype=offsets.dtype)
+        slot_start[real] = offsets[ridx]
     ok = np.ones(st.n, dtype=bool) if st.defs is None else st.defs == 0
     if real is not None:
         ok &= real
@@ -203,7 +216,7 @@ def _expand_list(arr: pa.Array, st: _State, depth: int, rep_code: int) -> tuple[
         defs = np.zeros(total, dtype=np.uint16)
         defs[starts[keep]] = special[keep]
     # child indices
-    base = np.where(expand, offsets[i] - starts, 0)
+    base = np.where(expand, slot_start - starts, 0)
     idx = np.arange(total, dtype=np.int64) + np.repeat(base, counts)
     if keep.any():
         idx[starts[keep]] = -1
@@ -218,7 +231,7 @@ def shred(array: pa.Array, field: LanceField, plans: list[LeafPlan]) -> list[Lea
     num_rows = len(array)
 
     def walk(arr: pa.Array, f: LanceField, st: _State, depth: int, nlists: int) -> None:
-        if f.is_struct:
+        if f.is_struct and not f.is_packed_struct:
             st = _apply_validity(arr, st, _base(depth))
             for k, c in enumerate(f.children):
                 walk(arr.field(k), c, st, depth + 1, nlists)
@@ -256,32 +269,63 @@ class PageLevels:
 
 
 def compact_levels(plan: LeafPlan, rep: np.ndarray | None, raw_defs: np.ndarray | None, num_levels: int) -> PageLevels:
-    """Choose each layer's kind from the codes present and renumber the levels."""
+    """Choose each layer's kind from the codes present and renumber the levels.
+
+    A layer normally gets a definition level only when this page holds a null
+    (or empty list) there.  Two exceptions keep pylance 14's reader working;
+    it mis-decodes both shapes, which its own writer only avoids because
+    pyarrow-built data carries null buffers all the way down:
+
+    * a nullable struct (item layer) with a list below it is NULLABLE_ITEM on
+      every page, nulls or not.  Where one page calls such a layer all-valid
+      and another nullable, pylance fills the all-valid page's share of the
+      struct validity with one entry per *leaf item* rather than per struct
+      ("Incorrect number of nulls for StructArray");
+    * a list below a NULLABLE_ITEM layer is never ALL_VALID_LIST: pylance
+      numbers the repetition depth of every definition level above an
+      all-valid list one too low, so the struct's validity picks up levels
+      that belong to outer lists.  Such a list reserves an *empty-list* level
+      it never uses.  (Not a null level: pylance turns slots masked by a null
+      parent into null lists when the layer is nullable, and a non-nullable
+      list field holding nulls fails Arrow's struct validation.)
+    """
     present: set[int] = set()
     if raw_defs is not None and len(raw_defs):
         counts = np.bincount(raw_defs, minlength=1)
         present = set(np.flatnonzero(counts).tolist())
         present.discard(0)
-    lut = np.zeros(_TOP_CODE + 2, dtype=np.uint16) if present else None
+    n_layers = len(plan.layers)
+    nullable = plan.nullable or (True,) * n_layers
+    # item layers that get a level: holding nulls, or a nullable struct above a list
+    item_level = [False] * n_layers
+    list_below = False
+    for k, (kind, depth) in enumerate(plan.layers):
+        if kind == ITEM:
+            item_level[k] = _base(depth) in present or (list_below and nullable[k])
+        else:
+            list_below = True
     layers: list[int] = []
     level = 0
-    for kind, depth in plan.layers:
+    lut = np.zeros(_TOP_CODE + 2, dtype=np.uint16)
+    for k, (kind, depth) in enumerate(plan.layers):
         code = _base(depth)
         if kind == ITEM:
-            if code in present:
+            if item_level[k]:
                 level += 1
-                lut[code] = level  # type: ignore[index]
+                lut[code] = level
                 layers.append(pb.REPDEF_NULLABLE_ITEM)
             else:
                 layers.append(pb.REPDEF_ALL_VALID_ITEM)
         else:
             has_null, has_empty = code in present, code + 1 in present
+            if not has_null and not has_empty and any(item_level[k + 1 :]):
+                has_empty = True  # reserved, never used (see above)
             if has_null:
                 level += 1
-                lut[code] = level  # type: ignore[index]
+                lut[code] = level
             if has_empty:
                 level += 1
-                lut[code + 1] = level  # type: ignore[index]
+                lut[code + 1] = level
             layers.append(
                 pb.REPDEF_NULL_AND_EMPTY_LIST
                 if has_null and has_empty
@@ -293,6 +337,9 @@ def compact_levels(plan: LeafPlan, rep: np.ndarray | None, raw_defs: np.ndarray 
             )
     defs = None
     visible = None
+    if not present and level:
+        # levels are declared (see above) but this page uses none of them
+        defs = np.zeros(num_levels, dtype=np.uint16)
     if present:
         if len(present) == 1:
             (code,) = present

@@ -60,6 +60,19 @@ class Fsl:
 
 
 @dataclass
+class Packed:
+    """Packed struct rows: ``rows`` holds each row's fields back to back,
+    ``widths`` the bits of every field (whole bytes)."""
+
+    rows: Fixed
+    widths: list[int]
+
+    @property
+    def n(self) -> int:
+        return self.rows.n
+
+
+@dataclass
 class ArrowValues:
     array: pa.Array
 
@@ -202,6 +215,8 @@ def to_arrow(v, t: pa.DataType) -> pa.Array:
             raise CorruptFileError(None, f"variable-width values found for a {t} column")
         offs = _offsets_for(t, v.offsets)
         return pa.Array.from_buffers(t, v.n, [None, buf(offs), buf(v.data)])
+    if isinstance(v, Packed):
+        return _unpack_struct(v, t)
     if isinstance(v, Fsl):
         if not pa.types.is_fixed_size_list(t):
             raise CorruptFileError(None, f"fixed-size-list values found for a {t} column")
@@ -215,6 +230,12 @@ def to_arrow(v, t: pa.DataType) -> pa.Array:
             )
         return pa.Array.from_buffers(t, v.n, [None], children=[child])
     if isinstance(v, Fixed):
+        if v.bits == 0 and not pa.types.is_fixed_size_list(t):
+            # unspecified values (a constant without a value, items all null)
+            want = fixed_bits(t)
+            if want is None:
+                raise CorruptFileError(None, f"value-less constant found for a {t} column")
+            v = Fixed(np.zeros((v.n * want + 7) // 8, dtype=np.uint8), want, v.n)
         if pa.types.is_fixed_size_list(t):
             # a vector stored as one wide value (e.g. flat of 4096 bits)
             width = fixed_bits(t.value_type)
@@ -234,6 +255,29 @@ def to_arrow(v, t: pa.DataType) -> pa.Array:
     raise TypeError(f"unexpected decoded block {type(v).__name__}")
 
 
+def _unpack_struct(v: Packed, t: pa.DataType) -> pa.Array:
+    """A struct array from packed rows: each field is a column of the row bytes."""
+    if not pa.types.is_struct(t) or t.num_fields != len(v.widths):
+        raise UnsupportedEncodingError(
+            f"packed_struct values of {len(v.widths)} fields found for a {t} column (only structs of as many fields)"
+        )
+    if any(w <= 0 or w % 8 for w in v.widths) or v.rows.bits != sum(v.widths):
+        raise CorruptFileError(None, f"packed_struct of {v.widths} bits per field in rows of {v.rows.bits} bits")
+    n = v.n
+    row_bytes = v.rows.bits // 8
+    need = n * row_bytes
+    if v.rows.data.size < need:
+        raise CorruptFileError(None, f"packed_struct rows hold {v.rows.data.size} bytes, {need} needed")
+    rows = v.rows.data[:need].reshape(n, row_bytes)
+    children, pos = [], 0
+    for f, w in zip(t, v.widths):
+        wb = w // 8
+        col = np.ascontiguousarray(rows[:, pos : pos + wb]).reshape(-1)
+        children.append(to_arrow(Fixed(col, w, n), f.type))
+        pos += wb
+    return pa.StructArray.from_arrays(children, fields=list(t))
+
+
 def with_validity(arr: pa.Array, valid: np.ndarray | None) -> pa.Array:
     """``arr`` (no nulls) with the validity ``valid`` (bool per value) applied."""
     if valid is None:
@@ -246,7 +290,10 @@ def with_validity(arr: pa.Array, valid: np.ndarray | None) -> pa.Array:
         return arr
     if pa.types.is_fixed_size_list(t):
         return pa.Array.from_buffers(t, len(arr), [bitmap], offset=arr.offset, children=[arr.values])
-    if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+    if pa.types.is_struct(t):  # a packed struct leaf: children sliced, so offset 0
+        kids = [arr.field(i) for i in range(t.num_fields)]
+        return pa.Array.from_buffers(t, len(arr), [bitmap_from_bool(valid)], children=kids)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
         raise TypeError("with_validity is for leaf arrays")
     return pa.Array.from_buffers(t, len(arr), [bitmap] + arr.buffers()[1:], offset=arr.offset)
 

@@ -75,6 +75,8 @@ class FixedValues:
     item_validity: np.ndarray | None = None
     #: integer-like values (ints, dates, times, timestamps, durations) may be bit-packed
     integer: bool = False
+    #: packed struct rows: the bits of each field (the row is the fields back to back)
+    packed: list[int] | None = None
 
     @property
     def is_bits(self) -> bool:
@@ -86,6 +88,11 @@ class FixedValues:
         return self.bits_per_value // 8
 
     def encoding(self) -> pb.CompressiveEncoding:
+        if self.packed is not None:
+            enc = pb.CompressiveEncoding()
+            enc.packed_struct.bits_per_value.extend(self.packed)
+            enc.packed_struct.values.CopyFrom(flat(self.bits_per_value))
+            return enc
         if self.dim is None:
             return flat(self.bits_per_value)
         enc = pb.CompressiveEncoding()
@@ -165,6 +172,14 @@ def check_leaf_type(t: pa.DataType, name: str) -> None:
     """Raise :class:`UnsupportedTypeError` unless a leaf of type ``t`` can be written."""
     if pa.types.is_null(t) or pa.types.is_boolean(t) or _byte_width(t) is not None:
         return
+    if pa.types.is_struct(t):  # only as a packed struct leaf
+        bad = [f for f in t if _byte_width(f.type) is None]
+        if bad or t.num_fields == 0:
+            raise UnsupportedTypeError(
+                f"field {name!r}: a packed struct needs fields of whole-byte fixed width "
+                f"({', '.join(f'{f.name}: {f.type}' for f in bad) or 'it has none'})"
+            )
+        return
     if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
         return
     if pa.types.is_fixed_size_list(t):
@@ -178,9 +193,31 @@ def check_leaf_type(t: pa.DataType, name: str) -> None:
     raise UnsupportedTypeError(f"field {name!r}: Arrow type {t} cannot be written in file format 2.1/2.2")
 
 
+def _packed_from_array(arr: pa.StructArray) -> FixedValues:
+    """Packed struct rows: every field's bytes, row by row."""
+    n = len(arr)
+    parent_valid = None if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    cols, widths = [], []
+    for i, f in enumerate(arr.type):
+        child = arr.field(i)  # sliced to the struct's rows
+        if child.null_count:
+            nulls = np.asarray(child.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            if parent_valid is None or np.any(nulls & parent_valid):
+                raise UnsupportedTypeError(
+                    f"packed struct field {f.name!r} holds nulls; packed structs store no validity for their fields"
+                )
+        fv = _fixed_from_array(child)
+        cols.append(fv.data.reshape(n, fv.width))
+        widths.append(fv.bits_per_value)
+    rows = np.concatenate(cols, axis=1).reshape(-1) if n else np.zeros(0, dtype=np.uint8)
+    return FixedValues(n, sum(widths), rows, packed=widths)
+
+
 def _fixed_from_array(arr: pa.Array) -> FixedValues:
     t = arr.type
     n = len(arr)
+    if pa.types.is_struct(t):
+        return _packed_from_array(arr)
     if pa.types.is_boolean(t):
         return FixedValues(n, 1, _bits(arr.buffers()[1], arr.offset, n))
     if pa.types.is_fixed_size_list(t):
@@ -246,4 +283,5 @@ def from_arrays(arrays: list[pa.Array]) -> LeafValues | None:
         p0.item_bits,
         validity,
         p0.integer,
+        p0.packed,
     )

@@ -28,7 +28,18 @@ import uuid
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.append(_ROOT)  # deploy/ scripts
+
+
+def _services():
+    """tests/services.py, loaded by path (tests/ on sys.path would shadow packages)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tessera_bench_services", os.path.join(_ROOT, "tests", "services.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _row(i: int) -> pa.Table:
@@ -89,15 +100,15 @@ def main() -> None:
         if want("mysql"):
             results["mysql"] = bench_tessera(os.path.join(work, "my" + key), n, "mysql+pymysql://root@127.0.0.1:3306/test")
         if want("s3-native") or want("s3-dynamodb"):
-            from services import MotoServer  # tests/services.py
-
-            moto = MotoServer()
+            services = _services()
+            for k, v in services.AWS_ENV.items():
+                os.environ.setdefault(k, v)
+            moto = services.MotoServer()
             bucket = moto.new_bucket()
             opts = moto.storage_options()
             if want("s3-native"):
                 results["s3-native"] = bench_tessera(f"s3://{bucket}/native", n, storage_options=opts)
             if want("s3-dynamodb"):
-                sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
                 from deploy.provision_dynamodb import create_table
 
                 create_table("tessera-bench", region="us-east-1", endpoint_url=moto.endpoint)

@@ -466,17 +466,19 @@ def test_fsst_escape_runs():
     assert bytes(raw) == b"hello" and raw_offs.tolist() == [0, 2, 5]
 
 
-def test_fsst_escape_run_crossing_span_boundary(monkeypatch):
-    monkeypatch.setattr(fsst, "_SPAN_BYTES", 7)
+@pytest.mark.parametrize("lead", [0, 1])
+def test_fsst_escape_runs_across_pairs(lead):
+    # codes are decoded in pairs: escapes and literals on either side of a
+    # pair boundary, values starting at odd codes, an odd total
     symbols, lengths = np.zeros((1, 8), np.uint8), np.array([1], np.uint8)
-    values = [bytes([255, 255]) * 3, b"", bytes([255, 255, 0, 255, 255]), bytes([0]) * 9]
+    values = [bytes([0]) * lead, bytes([255, 255]) * 3, b"", bytes([255, 255, 0, 255, 255]), bytes([0]) * 9]
     comp, offs = bytearray(), [0]
     for v in values:
         comp += bytes(v)
         offs.append(len(comp))
     data, new = fsst.decompress(np.frombuffer(bytes(comp), np.uint8), offs, symbols, lengths)
     got = [bytes(data[a:b]) for a, b in zip(new[:-1], new[1:])]
-    assert got == [b"\xff" * 3, b"", b"\xff\x00\xff", b"\x00" * 9]
+    assert got == [b"\x00" * lead, b"\xff" * 3, b"", b"\xff\x00\xff", b"\x00" * 9]
 
 
 @settings(max_examples=40, deadline=None)
@@ -663,3 +665,79 @@ def test_pylance_reads_our_general_chunks(tmp_path):
         dst = tmp_path / f"dst_{scheme}.lance"
         _replace_page(src, dst, 0, layout, list(_miniblock(chunks)))
         assert _read(dst).column("v").combine_chunks().equals(arr)
+
+
+def _fsst_reference(comp, offs, symbols, lengths):
+    """Byte-at-a-time FSST decoder (the definition, for checking the vectorised one)."""
+    out, new = bytearray(), [0]
+    for a, b in zip(offs[:-1], offs[1:]):
+        i = a
+        while i < b:
+            c = comp[i]
+            if c == 255:
+                if i + 1 >= b:
+                    raise ValueError("escape at the end of a value")
+                out.append(comp[i + 1])
+                i += 2
+            else:
+                if c >= len(lengths):
+                    raise ValueError("unknown code")
+                out += bytes(symbols[c][: lengths[c]])
+                i += 1
+        new.append(len(out))
+    return bytes(out), new
+
+
+@pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_fsst_decompress_matches_reference(seed, paired, monkeypatch):
+    # long inputs decode codes in pairs (forced here for short ones): odd
+    # counts, values starting at odd codes, escape runs across pairs and
+    # values, literal 255s, empty values, junk before the first offset,
+    # unknown codes and escapes ending a value (errors)
+    import random
+
+    monkeypatch.setattr(fsst, "_SMALL_CODES", 0 if paired else 1 << 30)
+    rng = random.Random(seed)
+    for _ in range(150):
+        nsym = rng.choice([1, 3, 200, 255])
+        lengths = np.array([rng.randint(1, 8) for _ in range(nsym)], np.uint8)
+        symbols = np.array([[rng.randint(0, 255) for _ in range(8)] for _ in range(nsym)], np.uint8)
+        comp, offs = [9] * rng.randint(0, 3), None
+        offs = [len(comp)]
+        for _ in range(rng.randint(0, 12)):
+            for _ in range(rng.randint(0, 7)):
+                if rng.random() < 0.3:
+                    comp += [255, rng.choice([255, 0, rng.randint(0, 255)])]
+                else:
+                    comp.append(rng.randrange(nsym) if rng.random() > 0.01 else 254)
+            if rng.random() < 0.03:
+                comp.append(255)  # an escape ending the value
+            offs.append(len(comp))
+        comp = np.array(comp, np.uint8)
+        try:
+            want = _fsst_reference(comp.tolist(), offs, symbols, lengths)
+        except ValueError:
+            want = None
+        for small, odt in ((False, np.int64), (True, np.uint32)):
+            try:
+                data, new = fsst.decompress(comp, np.array(offs, odt), symbols, lengths, small_offsets=small)
+                got = (bytes(data), [int(x) for x in new])
+                assert new.dtype == (np.int32 if small else np.int64)
+            except ValueError:
+                got = None
+            assert got == want, (comp.tolist(), offs)
+
+
+@pytest.mark.parametrize("T", [8, 16, 32, 64])
+def test_fastlanes_unpack_values_at_matches_whole_blocks(T):
+    rng = np.random.default_rng(T)
+    for W in sorted({0, 1, 3, T // 2, T - 1, T}):
+        nb = 3
+        hi = 2**W if W < 64 else 2**63
+        vals = (rng.integers(0, hi, nb * 1024, dtype=np.uint64) if W else np.zeros(nb * 1024, np.uint64)).astype(f"u{T // 8}")
+        data = np.frombuffer(b"\0" * 5 + fl.pack(vals, W), np.uint8)  # unaligned on purpose
+        blk = rng.integers(0, nb, 400)
+        o = rng.integers(0, 1024, 400)
+        got = fl.unpack_values_at(data, 5 + blk * 128 * W, np.full(400, W), T, o)
+        assert np.array_equal(got, vals.reshape(nb, 1024)[blk, o]), (T, W)

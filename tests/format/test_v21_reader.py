@@ -384,7 +384,7 @@ def _encoding_cases():
         ),
         {"f": {"general", "COMPRESSION_ALGORITHM_ZSTD"}},
     )
-    cases["lz4_general"] = (  # pylance 2.2 picks dictionary + byte_stream_split here instead
+    cases["lz4_general"] = (  # pylance 2.2 picks dictionary + byte_stream_split (on the indices) here
         pa.table(
             [pa.array(np.tile(rng.standard_normal(100), n // 100))],
             schema=pa.schema([pa.field("f", pa.float64(), metadata={"lance-encoding:compression": "lz4"})]),
@@ -395,7 +395,7 @@ def _encoding_cases():
 
 
 ENCODING_CASES = _encoding_cases()
-SKIP_CASES = {("lz4_general", "2.2"): "pylance 2.2 uses byte_stream_split (unsupported) for this data"}
+SKIP_CASES: dict[tuple[str, str], str] = {}
 VERSION_SPECIFIC = {
     # (case, version) -> column -> features that must be present
     ("constant", "2.1"): {"c": {"rle"}, "cs": {"dictionary"}},
@@ -518,12 +518,11 @@ def _mutations():
         pl.mini_block_layout.layers[0] = 9
         return pl.SerializeToString(), "RepDefLayer value 9"
 
-    def bss(pl):
+    def bss_of_bitpacking(pl):
+        # byte stream split is read over flat values only
         pl = pb.PageLayout.FromString(pl.SerializeToString())
-        inner = pb.CompressiveEncoding()
-        inner.CopyFrom(pl.mini_block_layout.value_compression)
-        pl.mini_block_layout.value_compression.byte_stream_split.values.CopyFrom(inner)
-        return pl.SerializeToString(), "byte_stream_split"
+        pl.mini_block_layout.value_compression.byte_stream_split.values.inline_bitpacking.uncompressed_bits_per_value = 64
+        return pl.SerializeToString(), "expected a flat encoding"
 
     def packed_struct(pl):
         pl = pb.PageLayout.FromString(pl.SerializeToString())
@@ -566,7 +565,7 @@ def _mutations():
             unknown_compression_case,
             unknown_field_in_flat,
             unknown_layer,
-            bss,
+            bss_of_bitpacking,
             packed_struct,
             variable_packed_struct,
             flat_with_zstd,
@@ -609,18 +608,7 @@ def test_unknown_field_on_constant_page_raises(tmp_path, version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_pylance_opt_in_encodings_raise(tmp_path, version):
-    # byte_stream_split (picked with general compression for numbers) and blobs
-    n = 5000
-    t = pa.table(
-        [pa.array(np.arange(n) * 7919 % 100_003)],
-        schema=pa.schema([pa.field("i", pa.int64(), metadata={"lance-encoding:compression": "zstd"})]),
-    )
-    path = write(tmp_path / "bss.lance", t, version)
-    if "byte_stream_split" in features_of(path, 0):
-        with pytest.raises(format.UnsupportedEncodingError, match="byte_stream_split"):
-            format.read_file(path)
-    else:  # pylance stopped using it: the file must still read right
-        assert format.read_file(path).equals(t)
+    # blobs (byte_stream_split, also opt-in, is read: test_byte_stream_split)
     blob = pa.table(
         [pa.array([b"x" * 1000] * 50, pa.large_binary())],
         schema=pa.schema([pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"})]),
@@ -629,3 +617,27 @@ def test_pylance_opt_in_encodings_raise(tmp_path, version):
     assert "blob_layout" in features_of(path, 0)
     with pytest.raises(format.UnsupportedEncodingError, match="blob"):
         format.read_file(path)
+
+
+@pytest.mark.parametrize("comp", ["zstd", "lz4"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_byte_stream_split(tmp_path, version, comp):
+    """pylance picks byte_stream_split (inside general compression) for numbers
+    with ``lance-encoding:compression``: smooth floats, rounded float32s,
+    integers, and the indices of a dictionary."""
+    rng = np.random.default_rng(4)
+    n = 20_000
+    cols = {
+        "smooth": pa.array(np.cumsum(rng.standard_normal(n)) * 1e-3 + 100),
+        "f32": pa.array(np.round(rng.uniform(0, 100, n), 1).astype(np.float32)),
+        "f32n": pa.array(np.round(rng.uniform(0, 100, n), 1).astype(np.float32), mask=np.arange(n) % 9 == 0),
+        "i64": pa.array(np.arange(n) * 7919 % 100_003),
+        "dict": pa.array(rng.integers(0, 1000, n).astype(np.float64)),
+    }
+    meta = {"lance-encoding:compression": comp}
+    table = pa.table(list(cols.values()), schema=pa.schema([pa.field(k, v.type, metadata=meta) for k, v in cols.items()]))
+    path = write(tmp_path / "bss.lance", table, version)
+    used = [name for i, name in enumerate(table.column_names) if "byte_stream_split" in features_of(path, i)]
+    assert used, "pylance no longer picks byte_stream_split for any of these columns"
+    assert format.read_file(path).equals(table)
+    check_ranges(path, table, seed=3)

@@ -1,0 +1,142 @@
+"""FileReader.take: batched per field (one request for every page or chunk
+involved), decoding only what holds the rows; and read() returning one chunk
+per page for flat columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import format as tformat
+
+lance_file = pytest.importorskip("lance.file")
+
+VERSIONS = ("2.0", "2.1", "2.2")
+N = 60_000
+
+
+def _table() -> pa.Table:
+    rng = np.random.default_rng(3)
+    words = np.array(["alpha", "bravo", "delta", "gamma", "omega", "kappa"])
+    s = [f"{words[i % 6]}-{int(v)}" for i, v in enumerate(rng.integers(0, 10**9, N))]
+    s_null = pa.array([None if i % 7 == 3 else x for i, x in enumerate(s)], pa.string())
+    lists = pa.array([None if i % 11 == 0 else list(range(i % 4)) for i in range(N)], pa.list_(pa.int32()))
+    wide = pa.array([bytes([i % 251]) * (300 + i % 5) if i % 9 else None for i in range(N)], pa.binary())
+    return pa.table(
+        {
+            "i": pa.array(rng.integers(0, 2**62, N)),
+            "small": pa.array((np.arange(N) % 100).astype(np.int32)),
+            "s": pa.array(s),
+            "sn": s_null,
+            "b": pa.array(np.arange(N) % 3 == 0),
+            "f": pa.array(rng.standard_normal(N)),
+            "l": lists,
+            "st": pa.StructArray.from_arrays([pa.array(np.arange(N)), pa.array(s)], names=["x", "y"]),
+            "w": wide,
+        }
+    )
+
+
+class _Counting:
+    """Wraps a reader's RangeReader, recording every request."""
+
+    def __init__(self, reader):
+        self.calls: list[list[tuple[int, int]]] = []
+        inner = reader.io.read_ranges
+
+        def spy(ranges):
+            self.calls.append(list(ranges))
+            return inner(ranges)
+
+        reader.io.read_ranges = spy
+
+    @property
+    def bytes(self) -> int:
+        return sum(n for call in self.calls for _, n in call)
+
+
+@pytest.fixture(scope="module", params=["tessera", "pylance"])
+def files(request, tmp_path_factory):
+    table = _table()
+    out = {}
+    for v in VERSIONS:
+        path = tmp_path_factory.mktemp("take") / f"{request.param}-{v}.lance"
+        if request.param == "tessera":
+            tformat.write_file(path, table, file_version=v, page_size=256 * 1024)
+        else:
+            with lance_file.LanceFileWriter(str(path), table.schema, version=v, max_page_bytes=256 * 1024) as w:
+                w.write_batch(table)
+        out[v] = path
+    return table, out
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_take_matches_arrow(files, version):
+    table, paths = files
+    reader = tformat.FileReader(paths[version])
+    rng = np.random.default_rng(11)
+    for idx in (
+        np.sort(rng.choice(N, 300, replace=False)),  # sorted, distinct
+        rng.integers(0, N, 500),  # any order, repeats
+        np.array([0, N - 1, 0, N // 2]),
+        np.arange(1000, 1100),  # a run
+        np.array([], dtype=np.int64),
+    ):
+        got = reader.take(idx)
+        assert got.equals(table.take(pa.array(idx, pa.int64()))), (version, idx[:10])
+    assert reader.take([7], columns=["s", "l"]).equals(table.select(["s", "l"]).slice(7, 1))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_take_is_one_request_per_leaf_and_reads_little(files, version):
+    table, paths = files
+    reader = tformat.FileReader(paths[version])
+    reader.take([0], columns=["i", "s"])  # page metadata loaded once
+    spy = _Counting(reader)
+    idx = np.sort(np.random.default_rng(5).choice(N, 40, replace=False))
+    got = reader.take(idx, columns=["i", "s"])
+    assert got.equals(table.select(["i", "s"]).take(pa.array(idx)))
+    # one data request per leaf column (plus, on 2.1/2.2, chunk metadata of
+    # pages not seen before)
+    assert len(spy.calls) <= 4, [len(c) for c in spy.calls]
+    if version != "2.0":  # mini-block chunks, not whole pages
+        assert spy.bytes < 0.25 * (table.column("i").nbytes + table.column("s").nbytes), spy.bytes
+
+
+def test_take_decodes_only_the_chunks_holding_rows(tmp_path, monkeypatch):
+    # FSST strings and bit-packed integers: the picked values only, not the chunks
+    from format.encodings import fsst
+    from format.v21 import compressive
+
+    table = _table().select(["i", "small", "s"])
+    path = tmp_path / "p.lance"
+    with lance_file.LanceFileWriter(str(path), table.schema, version="2.2") as w:
+        w.write_batch(table)
+    sizes = []
+    real = fsst.decompress
+
+    def spy(compressed, offsets, *a, **k):
+        sizes.append(len(offsets) - 1)
+        return real(compressed, offsets, *a, **k)
+
+    monkeypatch.setattr(fsst, "decompress", spy)
+    reader = tformat.FileReader(path)
+    idx = np.array([3, 20_000, 59_999])
+    assert reader.take(idx).equals(table.take(pa.array(idx)))
+    if sizes:  # pylance chose FSST for these strings
+        assert sum(sizes) == 3, sizes
+    assert compressive.miniblock_pick  # the entry point used
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_read_returns_a_chunk_per_page_for_flat_columns(tmp_path, version):
+    table = _table().select(["i", "s", "l"])
+    path = tmp_path / "r.lance"
+    tformat.write_file(path, table, file_version=version, page_size=64 * 1024)
+    got = tformat.FileReader(path).read()
+    assert got.equals(table)
+    assert got.column("i").num_chunks > 1 and got.column("s").num_chunks > 1
+    assert got.column("l").num_chunks == 1  # nested: assembled as one array
+    part = tformat.FileReader(path).read_range(1234, 45_678)
+    assert part.equals(table.slice(1234, 45_678 - 1234))
