@@ -17,7 +17,7 @@ import os
 import re
 import tomllib
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError

@@ -70,7 +70,7 @@ def write_fragments(
             if batch.num_rows == 0:
                 continue
             if not batch.schema.equals(schema, check_metadata=False):
-                batch = _conform(batch, schema)
+                batch = conform_batch(batch, schema)
             pos = 0
             while pos < batch.num_rows:
                 if writer is None:
@@ -90,18 +90,25 @@ def write_fragments(
     return frags
 
 
-def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Reorder / cast a batch whose columns match ``schema`` by name."""
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, allow_extra: bool = False) -> pa.RecordBatch:
+    """``batch`` with the columns of ``schema``: matched by name, in its order,
+    cast safely to its types, nullability checked.  Extra columns are an
+    error unless ``allow_extra``."""
     from format.errors import SchemaMismatchError
 
+    if batch.schema.equals(schema, check_metadata=False):
+        return batch
     names = batch.schema.names
-    if sorted(names) != sorted(schema.names):
+    if not allow_extra and sorted(names) != sorted(schema.names):
         raise SchemaMismatchError(
             f"data columns {names} do not match the table's columns {schema.names}"
         )
     cols = []
     for f in schema:
-        col = batch.column(names.index(f.name))
+        try:
+            col = batch.column(names.index(f.name))
+        except ValueError:
+            raise SchemaMismatchError(f"the data has no column {f.name!r}; it has {names}") from None
         if not col.type.equals(f.type):
             try:
                 col = col.cast(f.type, safe=True)

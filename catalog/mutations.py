@@ -16,13 +16,12 @@ import pyarrow.compute as pc
 from commit.committer import new_transaction
 from format import deletion as ldeletion
 from format import schema as lschema
-from format.container import DATAFILE_VERSIONS
 from format.protos import table_pb2, transaction_pb2
 
 from . import data as ldata
 from . import predicate as lpred
 from .errors import InvalidArgumentError, SchemaMismatchError, UnknownColumnError
-from .fragments import DATA_DIR, FragmentReader, data_file_entry, write_fragments
+from .fragments import FragmentReader, write_fragments
 from .scan import evaluate, fields_by_name, mask_of
 
 BATCH = 64 * 1024
@@ -164,9 +163,9 @@ def build_merge_insert(table, source: pa.Table, on: list[str], update_matched: b
             raise UnknownColumnError(f"merge key {k!r} is not a column of the table {schema.names}")
         if k not in source.column_names:
             raise SchemaMismatchError(f"merge key {k!r} is missing from the source data")
-    from .fragments import _conform
+    from .fragments import conform_batch
 
-    source = pa.Table.from_batches([_conform(b, schema) for b in source.to_batches()], schema=schema)
+    source = pa.Table.from_batches([conform_batch(b, schema) for b in source.to_batches()], schema=schema)
     keys = source.select(on)
     if keys.group_by(on).aggregate([]).num_rows != keys.num_rows:
         raise InvalidArgumentError(f"the source has duplicate keys on {on}: a target row could match twice")

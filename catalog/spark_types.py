@@ -187,21 +187,6 @@ def check_append_columns(schema: "StructType", table: pa.Schema) -> None:
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``batch`` with the columns of ``schema`` (matched by name, in its order,
     cast safely to its types): Spark's Arrow batches -> the table's schema."""
-    if batch.schema.equals(schema, check_metadata=False):
-        return batch
-    names = batch.schema.names
-    cols = []
-    for f in schema:
-        try:
-            col = batch.column(names.index(f.name))
-        except ValueError:
-            raise SchemaMismatchError(f"the data has no column {f.name!r}; it has {names}") from None
-        if not col.type.equals(f.type):
-            try:
-                col = col.cast(f.type, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise SchemaMismatchError(f"column {f.name!r} is {col.type}, the table has {f.type}: {exc}") from exc
-        if not f.nullable and col.null_count:
-            raise SchemaMismatchError(f"column {f.name!r} is not nullable but the data has {col.null_count} nulls")
-        cols.append(col)
-    return pa.RecordBatch.from_arrays(cols, schema=schema)
+    from .fragments import conform_batch as conform
+
+    return conform(batch, schema, allow_extra=True)

@@ -20,7 +20,6 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 
 from ..encodings import fastlanes, fsst, general, rle
 from ..errors import CorruptFileError, UnsupportedEncodingError

@@ -221,7 +221,6 @@ def _value_pieces(values: LeafValues, plan: _Plan, bitpack: int | None) -> list[
     if isinstance(values, VariableValues):
         ob = values.offset_bits // 8
         counts = ve - vs + 1
-        K = len(vs)
         first = np.repeat(vs, counts)
         pos = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
         base = values.offsets[vs] - ob * counts
