@@ -42,12 +42,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_DYNAMO_LOCK = __import__("threading").Lock()
+
+
+def _serialize_moto_dynamodb() -> None:
+    """moto's DynamoDB is not safe under concurrent requests (a cancelled
+    TransactWriteItems restores a stale copy of the table, erasing writes that
+    landed meanwhile); real DynamoDB isolates each request.  Make moto handle
+    one DynamoDB request at a time, as the real service behaves."""
+    from moto.dynamodb.responses import DynamoHandler
+
+    if getattr(DynamoHandler.call_action, "_tessera_serialised", False):
+        return
+    original = DynamoHandler.call_action
+
+    def call_action(self):  # type: ignore[no-untyped-def]
+        with _DYNAMO_LOCK:
+            return original(self)
+
+    call_action._tessera_serialised = True  # type: ignore[attr-defined]
+    DynamoHandler.call_action = call_action  # type: ignore[method-assign]
+
+
 class MotoServer:
     """moto's threaded HTTP server: boto3 talks to it over real HTTP."""
 
     def __init__(self) -> None:
         from moto.server import ThreadedMotoServer
 
+        _serialize_moto_dynamodb()
         self.port = free_port()
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()
