@@ -71,6 +71,11 @@ class MotoServer:
         from moto.server import ThreadedMotoServer
 
         _serialize_moto_dynamodb()
+        # the server's threads must not write to the (shared) log streams: a
+        # forked writer process can inherit a stream lock held by one of them
+        import logging
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.port = free_port()
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()
