@@ -67,6 +67,16 @@ def _with_deletions(table, frag: table_pb2.DataFragment, reader: FragmentReader,
     return out
 
 
+def _delete_rows(table, frag, reader, rows, updated_list, removed_list) -> None:
+    """Record ``rows`` of ``frag`` as deleted: an updated fragment with a new
+    deletion file, or the fragment's removal when nothing of it is left."""
+    updated = _with_deletions(table, frag, reader, rows, table.version)
+    if updated is None:
+        removed_list.append(frag.id)
+    else:
+        updated_list.append(updated)
+
+
 def build_delete(table, predicate) -> transaction_pb2.Transaction | None:
     expr = lpred.to_expression(predicate, table.schema)
     names = sorted(lpred.referenced_columns(predicate, table.schema))
@@ -78,11 +88,7 @@ def build_delete(table, predicate) -> transaction_pb2.Transaction | None:
         reader = FragmentReader(table.store, frag, fields)
         rows, _ = _matches(table, reader, names, expr)
         if len(rows):
-            updated = _with_deletions(table, frag, reader, rows, table.version)
-            if updated is None:
-                d.deleted_fragment_ids.append(frag.id)
-            else:
-                d.updated_fragments.append(updated)
+            _delete_rows(table, frag, reader, rows, d.updated_fragments, d.deleted_fragment_ids)
         reader.close()
     if not d.updated_fragments and not d.deleted_fragment_ids:
         return None  # nothing matched: no new version, as pylance does
@@ -121,11 +127,7 @@ def _rewrite_rows(table, where, make_rows) -> transaction_pb2.Transaction | None
         if len(rows):
             for b in batches:
                 new_batches.append(make_rows(b))
-            updated = _with_deletions(table, frag, reader, rows, table.version)
-            if updated is None:
-                u.removed_fragment_ids.append(frag.id)
-            else:
-                u.updated_fragments.append(updated)
+            _delete_rows(table, frag, reader, rows, u.updated_fragments, u.removed_fragment_ids)
         reader.close()
     if not new_batches:
         return None
@@ -193,11 +195,7 @@ def build_merge_insert(table, source: pa.Table, on: list[str], update_matched: b
             n_deleted += len(unmatched)
             drop = np.union1d(drop, unmatched)
         if len(drop):
-            updated = _with_deletions(table, frag, reader, drop, table.version)
-            if updated is None:
-                u.removed_fragment_ids.append(frag.id)
-            else:
-                u.updated_fragments.append(updated)
+            _delete_rows(table, frag, reader, drop, u.updated_fragments, u.removed_fragment_ids)
         reader.close()
     matched = np.unique(np.concatenate(matched_src)) if matched_src else np.zeros(0, np.int64)
     take = []
