@@ -30,7 +30,10 @@ Options (keys are case-insensitive, values strings):
                           :func:`register` chose, off unless asked; read its
                           docs for the PySpark 4.3 caveat)
 ``batch_rows``            read: rows per Arrow batch (65536)
-``rows_per_partition``    read: split fragments larger than this (1048576)
+``min_partitions``        read: tasks to aim for at least (default: the
+                          session's default parallelism, see :func:`register`)
+``max_partition_bytes``   read: most data file bytes per task (128 MiB)
+``rows_per_partition``    read: most rows per task (no limit)
 ``file_version``          write, new tables: Lance file version (2.2)
 ``max_rows_per_file``     write: rows per data file/fragment (1048576)
 ``write_batch_rows``      write: rows buffered before encoding (131072)
@@ -175,6 +178,10 @@ class TesseraDataSource(DataSource):
 
     #: push filters unless the ``pushdown`` option says otherwise (see :func:`register`)
     pushdown_default = False
+    #: read tasks to aim for when the ``min_partitions`` option is not given:
+    #: set by :func:`register` to the session's default parallelism, else this
+    #: machine's core count (planning workers run on the driver)
+    default_parallelism: int | None = None
 
     def _open(self):
         """The table at the version the options ask for (latest by default)."""
@@ -218,7 +225,8 @@ class TesseraDataSource(DataSource):
     def reader(self, schema):
         from format import schema as lschema
 
-        from .spark_read import ReadPlan, TesseraFilteringReader, TesseraReader
+        from .spark_read import (DEFAULT_MAX_PARTITION_BYTES, DEFAULT_READ_BATCH_ROWS, PartitionSizing, ReadPlan,
+                                 TesseraFilteringReader, TesseraReader)
 
         table = self._open()
         names = table.schema.names
@@ -231,8 +239,12 @@ class TesseraDataSource(DataSource):
             field_protos=[p.SerializeToString() for p in lschema.fields_to_protos(
                 lschema.fields_from_protos(table.manifest.fields))],
             schema_metadata=dict(table.manifest.schema_metadata), columns=schema.fieldNames(),
-            batch_rows=_int_option(o, "batch_rows", 64 * 1024),
-            rows_per_partition=_int_option(o, "rows_per_partition", 1024 * 1024),
+            batch_rows=_int_option(o, "batch_rows", DEFAULT_READ_BATCH_ROWS),
+            sizing=PartitionSizing(
+                min_partitions=_int_option(o, "min_partitions", self.default_parallelism or os.cpu_count() or 1),
+                max_partition_bytes=_int_option(o, "max_partition_bytes", DEFAULT_MAX_PARTITION_BYTES),
+                rows_per_partition=_int_option(o, "rows_per_partition", None),
+            ),
         )
         cls = TesseraFilteringReader if self._pushdown() else TesseraReader
         return cls(plan, schema, [f.SerializeToString() for f in table.fragments])
@@ -242,7 +254,12 @@ class TesseraDataSource(DataSource):
 
         if self.options.get("version") or self.options.get("tag"):
             raise SparkOptionError("options version and tag are for reads; writes always go to the latest version")
-        return plan_write(self.location, schema, overwrite, self.options)
+        import time as _T
+        t0 = _T.time()
+        try:
+            return plan_write(self.location, schema, overwrite, self.options)
+        finally:
+            open("/tmp/prof/wtrace.log", "a").write(f"plan start={t0:.3f} end={_T.time():.3f}\n")
 
 
 class TesseraPushdownDataSource(TesseraDataSource):
@@ -263,12 +280,29 @@ def register(spark, *, pushdown: bool = False) -> None:
     followed by ``df.count()`` returns the filtered count.  With pushdown on,
     derive each filtered query from a fresh ``spark.read...load()``.
 
+    Reads aim for the session's default parallelism in tasks (recorded here:
+    planning workers cannot ask the session); the ``min_partitions`` option
+    overrides it per read.
+
     Spark looks Python data sources up in the JVM's *active* session, which is
     per thread: a job started from another Python thread fails with
     ``DATA_SOURCE_NOT_FOUND`` unless that thread calls :func:`activate` first."""
-    spark.dataSource.register(TesseraPushdownDataSource if pushdown else TesseraDataSource)
+    base = TesseraPushdownDataSource if pushdown else TesseraDataSource
+    parallelism = _default_parallelism(spark)
+    if parallelism is not None and parallelism != base.default_parallelism:
+        # a subclass that Spark pickles by value to its planning workers, carrying the session's parallelism
+        base = type(base.__name__, (base,), {"default_parallelism": parallelism, "__module__": __name__,
+                                             "__qualname__": f"{base.__qualname__}[parallelism={parallelism}]"})
+    spark.dataSource.register(base)
     spark.conf.set(PUSHDOWN_CONF, "true")
     activate(spark)
+
+
+def _default_parallelism(spark) -> int | None:
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect sessions have no SparkContext here
+        return None
 
 
 def activate(spark) -> None:

@@ -5,15 +5,15 @@ latest, or the ``version``/``tag`` option — and everything after reads that
 version.  With pushdown on (:class:`TesseraFilteringReader`),
 ``pushFilters`` keeps the filters it can apply exactly and hands the rest
 back; ``partitions()`` then prunes fragments with the per-file statistics
-(:mod:`catalog.spark_stats`).  ``partitions()`` returns one
-:class:`FragmentRange` per fragment (large fragments split by row range), and
-``read()`` (executors) reads the filter columns first, skips slices where
+(:mod:`catalog.spark_stats`).  ``partitions()`` cuts the rest into as few
+tasks as keep every core busy (:func:`plan_partitions`: several small
+fragments per task, large fragments split by row range), and ``read()`` (executors) reads the filter columns first, skips slices where
 nothing matches, then reads the other columns and yields Arrow batches cast
 to exactly the schema Spark expects.
 
 Pickled to the executors: the reader (a :class:`ReadPlan` of plain values —
 URI, storage options, version, serialized field protobufs, pushed filters)
-and each partition (a serialized ``DataFragment`` and a row range).
+and each partition (serialized ``DataFragment``s, each with a row range).
 """
 
 from __future__ import annotations
@@ -45,19 +45,82 @@ from .spark_types import spark_arrow_schema, to_spark_batch
 log = logging.getLogger(__name__)
 
 DEFAULT_READ_BATCH_ROWS = 64 * 1024
-DEFAULT_ROWS_PER_PARTITION = 1024 * 1024
-DEFAULT_BYTES_PER_PARTITION = 256 << 20
+DEFAULT_MAX_PARTITION_BYTES = 128 << 20  # as Spark's spark.sql.files.maxPartitionBytes
+DEFAULT_OPEN_COST_BYTES = 4 << 20  # as Spark's spark.sql.files.openCostInBytes
 
 
-class FragmentRange(InputPartition):
-    """Rows ``[start, stop)`` of one fragment (a serialized ``DataFragment``)."""
+class ReadPartition(InputPartition):
+    """The rows one task reads: ``(serialized DataFragment, start, stop)``
+    pieces, in table order."""
 
-    def __init__(self, fragment: bytes, start: int, stop: int) -> None:
+    def __init__(self, pieces: list[tuple[bytes, int, int]]) -> None:
         super().__init__(None)
-        self.fragment, self.start, self.stop = fragment, start, stop
+        self.pieces = pieces
 
     def __repr__(self) -> str:
-        return f"FragmentRange(rows {self.start}..{self.stop})"
+        rows = sum(stop - start for _, start, stop in self.pieces)
+        return f"ReadPartition({len(self.pieces)} pieces, {rows} rows)"
+
+
+@dataclass(frozen=True)
+class PartitionSizing:
+    """How :func:`plan_partitions` cuts a scan into tasks: Spark's own rule for
+    files (``maxPartitionBytes``, ``openCostInBytes``, at least
+    ``min_partitions`` when there is enough data), plus an optional cap on rows."""
+
+    min_partitions: int = 1
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES
+    rows_per_partition: int | None = None
+
+
+def _fragment_bytes(frag: table_pb2.DataFragment) -> int:
+    size = sum(df.file_size_bytes for df in frag.files)
+    return size if size > 0 else frag.physical_rows * 8 * max(1, sum(len(df.fields) for df in frag.files))
+
+
+def plan_partitions(frags: list[table_pb2.DataFragment], sizing: PartitionSizing) -> list[list[tuple[int, int, int]]]:
+    """Cut the live rows of ``frags`` into read tasks: ``[(fragment index, start, stop), ...]`` each.
+
+    Each task is every Python worker's fixed start-up cost (tens of ms), so a
+    scan gets as few tasks as keep every core busy: like Spark's file sources,
+    a split is ``min(max_partition_bytes, max(open_cost, total / min_partitions))``
+    bytes, where every piece also costs ``open_cost``.  Fragments larger than a
+    split are cut into equal row ranges; consecutive pieces are packed into one
+    task while they fit (and stay under ``rows_per_partition``), so tasks read
+    the table in order."""
+    live = [(i, f) for i, f in enumerate(frags) if f.physical_rows and fragment_live_rows(f) > 0]
+    if not live:
+        return []
+    total = sum(_fragment_bytes(f) + sizing.open_cost_bytes for _, f in live)
+    split = min(sizing.max_partition_bytes, max(sizing.open_cost_bytes, total // max(1, sizing.min_partitions)))
+    pieces: list[tuple[int, int, int, int]] = []  # (fragment index, start, stop, bytes)
+    for i, f in live:
+        rows, size = f.physical_rows, _fragment_bytes(f)
+        n = max(1, math.ceil(size / split))
+        if sizing.rows_per_partition:
+            n = max(n, math.ceil(rows / sizing.rows_per_partition))
+        n = min(n, rows)
+        step = math.ceil(rows / n)
+        for start in range(0, rows, step):
+            stop = min(rows, start + step)
+            pieces.append((i, start, stop, math.ceil(size * (stop - start) / rows)))
+    tasks: list[list[tuple[int, int, int]]] = []
+    cur: list[tuple[int, int, int]] = []
+    cur_bytes = cur_rows = 0
+    for i, start, stop, size in pieces:
+        full = cur_bytes + size > split
+        if sizing.rows_per_partition and cur_rows + (stop - start) > sizing.rows_per_partition:
+            full = True
+        if cur and full:
+            tasks.append(cur)
+            cur, cur_bytes, cur_rows = [], 0, 0
+        cur.append((i, start, stop))
+        cur_bytes += size + sizing.open_cost_bytes
+        cur_rows += stop - start
+    if cur:
+        tasks.append(cur)
+    return tasks
 
 
 @dataclass
@@ -71,8 +134,7 @@ class ReadPlan:
     schema_metadata: dict
     columns: list[str]  # the output columns, in Spark's order
     batch_rows: int = DEFAULT_READ_BATCH_ROWS
-    rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION
-    bytes_per_partition: int = DEFAULT_BYTES_PER_PARTITION
+    sizing: PartitionSizing = field(default_factory=PartitionSizing)
     pushed: list[Pushed] = field(default_factory=list)
 
     def fields(self) -> list[lschema.LanceField]:
@@ -101,26 +163,19 @@ class TesseraReader(DataSourceReader):
             log.info("tessera read %s@%d: %d of %d fragments after pruning with %s", p.uri, p.version, len(kept),
                      len(frags), p.pushed)
             frags = kept
-        out = []
-        for frag in frags:
-            rows = frag.physical_rows
-            if fragment_live_rows(frag) == 0:
-                continue
-            size = sum(df.file_size_bytes for df in frag.files)
-            pieces = max(1, math.ceil(rows / p.rows_per_partition), math.ceil(size / p.bytes_per_partition))
-            step = math.ceil(rows / pieces) if rows else 0
-            data = frag.SerializeToString()
-            for start in range(0, rows, step or 1):
-                out.append(FragmentRange(data, start, min(rows, start + step)))
+        tasks = plan_partitions(frags, p.sizing)
+        data = {i: frags[i].SerializeToString() for task in tasks for i, _, _ in task}
         self._fragments = []  # the reader is pickled to every task next: partitions carry their own
-        return out
+        return [ReadPartition([(data[i], start, stop) for i, start, stop in task]) for task in tasks]
 
     # -- executors ----------------------------------------------------------------------------
 
     def read(self, partition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, FragmentRange):
+        if not isinstance(partition, ReadPartition):
             return  # Spark's stand-in InputPartition(None) when there is nothing to read
-        yield from read_range(self.plan, spark_arrow_schema(self.spark_schema), partition)
+        target = spark_arrow_schema(self.spark_schema)
+        for fragment, start, stop in partition.pieces:
+            yield from read_range(self.plan, target, fragment, start, stop)
 
 
 class TesseraFilteringReader(TesseraReader):
@@ -139,10 +194,11 @@ class TesseraFilteringReader(TesseraReader):
                 self.plan.pushed.append(pushed)
 
 
-def read_range(plan: ReadPlan, target: pa.Schema, part: FragmentRange) -> Iterator[pa.RecordBatch]:
-    """The rows of one partition that pass the pushed filters, as batches of ``target``."""
+def read_range(plan: ReadPlan, target: pa.Schema, fragment: bytes, first: int, last: int) -> Iterator[pa.RecordBatch]:
+    """Rows ``[first, last)`` of a serialized fragment that pass the pushed
+    filters, as batches of ``target``."""
     store = open_object_store(plan.uri, plan.storage_options)
-    frag = table_pb2.DataFragment.FromString(part.fragment)
+    frag = table_pb2.DataFragment.FromString(fragment)
     by_name = {f.name: f for f in plan.fields()}
     schema = plan.arrow_schema()
     missing = [c for c in plan.columns if c not in by_name]
@@ -158,8 +214,8 @@ def read_range(plan: ReadPlan, target: pa.Schema, part: FragmentRange) -> Iterat
     # the second reader shares the first one's open files
     rreader = FragmentReader(store, frag, [by_name[c] for c in rest], _readers=freader._readers)
     try:
-        for start in range(part.start, part.stop, plan.batch_rows):
-            stop = min(part.stop, start + plan.batch_rows)
+        for start in range(first, last, plan.batch_rows):
+            stop = min(last, start + plan.batch_rows)
             live = freader.live_mask(start, stop)
             cols: dict[str, pa.Array] = {}
             keep = live

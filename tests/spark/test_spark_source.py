@@ -240,7 +240,7 @@ def test_pylance_reads_what_spark_wrote_and_spark_reads_pylance(spark, lance, tm
         "pt": [{"x": float(i), "y": None if i % 2 else -1.0} for i in range(1000)],
     })
     lance.write_dataset(data, uri2, max_rows_per_file=300)
-    back = spark.read.format("tessera").load(uri2)
+    back = spark.read.format("tessera").option("min_partitions", "64").load(uri2)  # a task per fragment
     assert back.schema.simpleString() == (
         "struct<k:bigint,name:string,u:bigint,ts:timestamp_ntz,tags:array<bigint>,pt:struct<x:double,y:double>>"
     )
@@ -260,7 +260,8 @@ def test_filter_pushdown_prunes_fragments_and_is_exact(spark, table_uri):
     plain = spark.read.format("tessera").load(table_uri)  # pushdown is off by default
 
     def pushing():  # a fresh DataFrame per query: see catalog.spark.register on PySpark 4.3
-        return spark.read.format("tessera").option("pushdown", "true").load(table_uri)
+        # min_partitions: a task per fragment (instead of a few small fragments per task), so tasks count fragments
+        return spark.read.format("tessera").option("pushdown", "true").option("min_partitions", "64").load(table_uri)
 
     def parts(cond: str) -> int:
         return pushing().filter(cond).rdd.getNumPartitions()

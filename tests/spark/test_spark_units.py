@@ -182,6 +182,75 @@ def test_statistics_prune_only_what_cannot_match():
     assert may(D.IsNull(("i",))) and may(D.Not(D.EqualTo(("i",), 1)))
 
 
+def _frag(rows: int, size: int, deleted: int = 0):
+    from format.protos import table_pb2
+
+    f = table_pb2.DataFragment(physical_rows=rows)
+    f.files.add(path="x.lance", fields=[0], file_size_bytes=size)
+    if deleted:
+        f.deletion_file.num_deleted_rows = deleted
+        f.deletion_file.file_type = table_pb2.ARROW_ARRAY
+    return f
+
+
+def test_read_partitions_keep_every_core_busy_with_few_tasks():
+    from catalog.spark_read import PartitionSizing, plan_partitions
+
+    MB = 1 << 20
+    # Spark's bench table: 4 tasks wrote a 1M-row and a 250k-row file each
+    frags = [_frag(1_000_000, 37 * MB), _frag(250_000, 9 * MB)] * 4
+    two = plan_partitions(frags, PartitionSizing(min_partitions=2))
+    assert [[i for i, _, _ in t] for t in two] == [[0, 1, 2, 3], [4, 5, 6, 7]]  # two tasks, in table order
+    assert all(start == 0 and stop == frags[i].physical_rows for t in two for i, start, stop in t)
+    # more cores: more tasks, no task reads more than a split
+    eight = plan_partitions(frags, PartitionSizing(min_partitions=8))
+    assert len(eight) >= 8
+    for i in range(8):  # every row of every fragment read exactly once
+        ranges = sorted((a, b) for t in eight for j, a, b in t if j == i)
+        assert ranges[0][0] == 0 and ranges[-1][1] == frags[i].physical_rows
+        assert all(p[1] == q[0] for p, q in zip(ranges, ranges[1:]))
+    # a large fragment is split into row ranges of at most max_partition_bytes
+    big = plan_partitions([_frag(10_000, 1000 * MB)], PartitionSizing(min_partitions=1))
+    assert len(big) == 8 and [t[0][1:] for t in big][:2] == [(0, 1250), (1250, 2500)]
+    # a row cap splits and stops packing; empty and fully deleted fragments get no task
+    capped = plan_partitions([_frag(10_000, 10_000), _frag(0, 0), _frag(5, 100, deleted=5)],
+                             PartitionSizing(rows_per_partition=3000))
+    assert [t for t in capped] == [[(0, 0, 2500)], [(0, 2500, 5000)], [(0, 5000, 7500)], [(0, 7500, 10_000)]]
+    # small fragments, one core: one task, until their open costs fill a split (as Spark packs files)
+    assert len(plan_partitions([_frag(100, 1000)] * 20, PartitionSizing(min_partitions=1))) == 1
+    assert len(plan_partitions([_frag(100, 1000)] * 50, PartitionSizing(min_partitions=1))) == 2
+    assert plan_partitions([], PartitionSizing()) == []
+
+
+def test_register_records_the_sessions_parallelism_for_planning_workers():
+    from pyspark import cloudpickle
+
+    class Session:  # what register touches of a classic SparkSession
+        class sparkContext:  # noqa: N801
+            defaultParallelism = 7
+
+        class dataSource:  # noqa: N801
+            registered = []
+
+            @classmethod
+            def register(cls, ds):
+                cls.registered.append(ds)
+
+        class conf:  # noqa: N801
+            @staticmethod
+            def set(key, value):
+                pass
+
+    tspark.register(Session)
+    ds = Session.dataSource.registered[-1]
+    assert issubclass(ds, tspark.TesseraDataSource) and ds.name() == "tessera" and not ds.pushdown_default
+    clone = cloudpickle.loads(cloudpickle.dumps(ds))  # as Spark ships it to a planning worker
+    assert clone.default_parallelism == 7 and clone.name() == "tessera"
+    tspark.register(Session, pushdown=True)
+    assert Session.dataSource.registered[-1].pushdown_default
+    assert tspark.TesseraDataSource.default_parallelism is None  # the importable classes are untouched
+
+
 def test_locations_from_options(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     loc = tspark.resolve_location({"path": "rel/t", "commit_store": "redis://h:1/0", "storage.Region": "eu"})
