@@ -1,6 +1,6 @@
 """Spark benchmark: the ``tessera`` data source vs Spark's built-in Parquet, same run.
 
-    python tests/bench/bench_spark.py [--rows 5000000] [--partitions 4] [--repeat 3] [--dir DIR]
+    python tests/bench/bench_spark.py [--rows 5000000] [--partitions 4] [--repeat 5] [--dir DIR]
 
 Rows: int64 id, float64, ~16-char string, timestamp (``spark.range`` plus
 expressions, so the source costs the same for both).  Times, on ``local[2]``
@@ -63,7 +63,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     ap.add_argument("--arrow-batch-rows", type=int, default=None,
                     help="spark.sql.execution.arrow.maxRecordsPerBatch (Spark's default: 10000)")
