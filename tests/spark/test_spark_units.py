@@ -251,6 +251,24 @@ def test_register_records_the_sessions_parallelism_for_planning_workers():
     assert tspark.TesseraDataSource.default_parallelism is None  # the importable classes are untouched
 
 
+def test_pyspark_discovers_the_source_without_register():
+    """PySpark's own module scan (the worker a JVM runs once) finds and pickles ``tessera``."""
+    import io
+
+    from pyspark.serializers import UTF8Deserializer, read_int
+    from pyspark.sql.worker import lookup_data_sources
+    from pyspark.worker_util import pickleSer
+
+    out = io.BytesIO()
+    lookup_data_sources._main(io.BytesIO(), out)
+    out.seek(0)
+    found = {}
+    for _ in range(read_int(out)):
+        name = UTF8Deserializer().loads(out)
+        found[name] = pickleSer._read_with_length(out)
+    assert found["tessera"] is tspark.TesseraDataSource
+
+
 def test_locations_from_options(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     loc = tspark.resolve_location({"path": "rel/t", "commit_store": "redis://h:1/0", "storage.Region": "eu"})
