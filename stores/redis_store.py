@@ -39,6 +39,7 @@ report someone else's win.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -63,6 +64,11 @@ from .manifest_checks import check_bound, check_flip_paths, check_key, check_rec
 from .manifest_store import VersionRecord
 
 log = logging.getLogger(__name__)
+
+#: (store identity, problem) already warned about in this process: a fleet of
+#: short-lived writers opens the store per commit and must not log it each time
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
 
 MAX_VERSION = 2**53 - 1
 _OUR_QUERY_OPTIONS = ("wait_replicas", "wait_timeout_ms", "prefix")
@@ -342,10 +348,14 @@ class RedisManifestStore:
         """Ping the server and log a warning when acknowledged commits are not
         durable (AOF off or not fsynced on every write, eviction enabled,
         replicas without ``wait_replicas``).  Raises StoreUnavailableError
-        when unreachable."""
+        when unreachable.  Each problem is a warning once per process, then
+        debug."""
         self._command("PING")
         for problem in self.durability_problems():
-            log.warning("Redis manifest store %s: %s", self._identity, problem)
+            with _warned_lock:
+                first = (self._identity, problem) not in _warned
+                _warned.add((self._identity, problem))
+            log.log(logging.WARNING if first else logging.DEBUG, "Redis manifest store %s: %s", self._identity, problem)
 
     def server_settings(self) -> dict[str, str]:
         """The persistence and replication settings that decide durability:
