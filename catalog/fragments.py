@@ -7,7 +7,9 @@ rows, plus an optional deletion file.  Which file holds a field is decided by
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -124,6 +126,66 @@ def _subtree_ids(f: lschema.LanceField) -> set[int]:
     return {n.id for n in f.walk()}
 
 
+class FileReaderCache:
+    """Open data file readers shared by the reads of one table.
+
+    Lance data files are immutable, so a file opened once - its footer,
+    schema, page layouts and mini-block chunk tables parsed, its bytes mapped -
+    can serve every later read of the same table object.  At most
+    ``max_files`` files stay open (least recently used first out); a reader
+    dropped from the cache is not closed here but released when nothing uses
+    it any more, so a read running in another thread is never cut short.
+    """
+
+    def __init__(self, store: ObjectStore, max_files: int = 256) -> None:
+        self.store = store
+        self.max_files = max_files
+        self._readers: "OrderedDict[str, tformat.FileReader]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: str) -> tformat.FileReader:
+        """The reader of data file ``path`` (relative to the data folder)."""
+        with self._lock:
+            r = self._readers.get(path)
+            if r is not None:
+                self._readers.move_to_end(path)
+        if r is not None:
+            # read again: worth mapping (a mapping's page faults and unmap
+            # cost more than reading a few pieces once, less than re-reading)
+            remap = getattr(r.io, "map", None)
+            if remap is not None:
+                remap()
+            return r
+        r = tformat.FileReader(self.store.open_reader(f"{DATA_DIR}/{path}"))
+        with self._lock:
+            have = self._readers.get(path)
+            if have is not None:  # another thread opened it meanwhile
+                r.close()
+                return have
+            self._readers[path] = r
+            while len(self._readers) > self.max_files:
+                self._readers.popitem(last=False)
+        return r
+
+    def __len__(self) -> int:
+        return len(self._readers)
+
+    def close(self) -> None:
+        with self._lock:
+            readers = list(self._readers.values())
+            self._readers.clear()
+        for r in readers:
+            r.close()
+
+
+def file_reader_cache(table) -> FileReaderCache:
+    """The table object's :class:`FileReaderCache` (made on first use)."""
+    cache = table.__dict__.get("_file_reader_cache")
+    if cache is None or cache.store is not table.store:
+        cache = table.__dict__["_file_reader_cache"] = FileReaderCache(table.store)
+    return cache
+
+
 @dataclass
 class FragmentReader:
     """Reads the rows of one fragment for a set of top-level fields."""
@@ -136,6 +198,9 @@ class FragmentReader:
     stats: dict | None = None
     _deleted: np.ndarray | None = None
     _row_ids: np.ndarray | None = None
+    #: when given (and ``stats`` is not), data files are opened through it
+    #: and stay open after ``close``
+    file_cache: FileReaderCache | None = None
 
     @property
     def physical_rows(self) -> int:
@@ -167,10 +232,13 @@ class FragmentReader:
     def _reader(self, df: table_pb2.DataFile) -> tformat.FileReader:
         r = self._readers.get(df.path)
         if r is None:
-            io = self.store.open_reader(f"{DATA_DIR}/{df.path}")
-            if self.stats is not None:
-                io = _CountingReader(io, self.stats)
-            r = tformat.FileReader(io)
+            if self.file_cache is not None and self.stats is None:
+                r = self.file_cache.get(df.path)
+            else:
+                io = self.store.open_reader(f"{DATA_DIR}/{df.path}")
+                if self.stats is not None:
+                    io = _CountingReader(io, self.stats)
+                r = tformat.FileReader(io)
             if r.num_rows != self.fragment.physical_rows:
                 from format.errors import CorruptFileError
 
@@ -207,17 +275,25 @@ class FragmentReader:
         return out
 
     def take(self, offsets: np.ndarray) -> list[pa.Array]:
-        out = []
-        for f in self.fields:
+        """Arrays of ``self.fields`` for physical rows ``offsets`` (any order,
+        repeats allowed); each data file is asked once for all its fields."""
+        offsets = np.asarray(offsets, dtype=np.int64)
+        out: list = [None] * len(self.fields)
+        by_file: dict[str, tuple[table_pb2.DataFile, list[tuple[int, int]]]] = {}
+        for k, f in enumerate(self.fields):
             loc = self._locate(f)
             if loc is None:
-                out.append(pa.nulls(len(offsets), f.arrow_type))
+                out[k] = pa.nulls(len(offsets), f.arrow_type)
                 continue
             df, col = loc
+            by_file.setdefault(df.path, (df, []))[1].append((k, col))
+        for df, items in by_file.values():
             r = self._reader(df)
-            arr = r.take(offsets, columns=[r.field_for_column(col)]).column(0)
-            arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-            out.append(arr if arr.type.equals(f.arrow_type) else arr.cast(f.arrow_type))
+            arrays = r.take_arrays(offsets, [r.field_for_column(col) for _, col in items])
+            for (k, _), arr in zip(items, arrays):
+                t = self.fields[k].arrow_type
+                arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+                out[k] = arr if arr.type.equals(t) else arr.cast(t)
         return out
 
     def row_ids(self, start: int, stop: int) -> np.ndarray:
@@ -229,8 +305,10 @@ class FragmentReader:
         return self._row_ids[start:stop]
 
     def close(self) -> None:
-        for r in self._readers.values():
-            r.close()
+        if self.file_cache is None or self.stats is not None:
+            for r in self._readers.values():
+                r.close()
+        # else every reader belongs to the cache, which keeps it open
         self._readers.clear()
 
 

@@ -250,22 +250,22 @@ DENSE_EVERY = 2500
 DENSE_SLICE = 256 * 1024
 
 
-def _take_fragment(reader, offsets: np.ndarray) -> list:
-    """``reader``'s columns at physical ``offsets`` (any order, repeats allowed)."""
-    uniq = np.unique(offsets)
-    lo_all, hi_all = int(uniq[0]), int(uniq[-1]) + 1
-    if uniq.size * DENSE_EVERY < hi_all - lo_all:
-        return reader.take(offsets)
+def _take_fragment(reader, rows: np.ndarray) -> list:
+    """``reader``'s columns at physical ``rows`` (sorted, distinct)."""
+    lo_all, hi_all = int(rows[0]), int(rows[-1]) + 1
+    if rows.size * DENSE_EVERY < hi_all - lo_all:
+        return reader.take(rows)
     parts: list[list] = []
     for lo in range(lo_all, hi_all, DENSE_SLICE):
         hi = min(lo + DENSE_SLICE, hi_all)
-        a, b = np.searchsorted(uniq, [lo, hi])
+        a, b = np.searchsorted(rows, [lo, hi])
         if a == b:
             continue
-        pick = pa.array(uniq[a:b] - lo)
+        pick = pa.array(rows[a:b] - lo)
         parts.append([col.take(pick) for col in reader.read(lo, hi)])
-    where = pa.array(np.searchsorted(uniq, offsets))
-    return [pa.concat_arrays([p[k] for p in parts]).take(where) for k in range(len(parts[0]))]
+    if len(parts) == 1:
+        return parts[0]
+    return [pa.concat_arrays([p[k] for p in parts]) for k in range(len(parts[0]))]
 
 
 def index_for(table) -> RowIdIndex:
@@ -292,7 +292,7 @@ def take_rows(table, row_ids, columns=None, *, on_missing: str = "skip"):
     :class:`RowIdNotFoundError` with ``on_missing="raise"``.  ``columns`` may
     include ``_rowid`` and ``_rowaddr``."""
     from .errors import InvalidArgumentError, RowIdNotFoundError
-    from .fragments import FragmentReader
+    from .fragments import FragmentReader, file_reader_cache
     from .scan import ROW_ADDRESS, ROW_ID, fields_by_name
 
     if on_missing not in ("skip", "raise"):
@@ -321,25 +321,34 @@ def take_rows(table, row_ids, columns=None, *, on_missing: str = "skip"):
         ids, addr = ids[found], addr[found]
     if not ids.size:
         return schema.empty_table()
-    frag_ids = (addr >> np.uint64(32)).astype(np.int64)
-    offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    # every distinct address once, in file order: each fragment is read
+    # once for sorted rows, and the result is put in the order asked at the end
+    uaddr, inverse = np.unique(addr, return_inverse=True)
+    frag_ids = (uaddr >> np.uint64(32)).astype(np.int64)
+    offsets = (uaddr & np.uint64(0xFFFFFFFF)).astype(np.int64)
     by_id = {f.id: f for f in table.manifest.fragments}
-    order = np.argsort(frag_ids, kind="stable")
-    bounds = np.nonzero(np.diff(frag_ids[order]))[0] + 1
-    pieces = []
-    for sel in np.split(order, bounds):
-        frag = by_id[int(frag_ids[sel[0]])]
-        data = {}
-        if fields:
-            reader = FragmentReader(table.store, frag, fields)
+    bounds = np.concatenate(([0], np.flatnonzero(frag_ids[1:] != frag_ids[:-1]) + 1, [uaddr.size])).tolist()
+    parts: list[list] = [[] for _ in data_names]
+    if fields:
+        cache = file_reader_cache(table)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            frag = by_id[int(frag_ids[a])]
+            reader = FragmentReader(table.store, frag, fields, file_cache=cache)
             try:
-                data = dict(zip(data_names, _take_fragment(reader, offsets[sel])))
+                for k, arr in enumerate(_take_fragment(reader, offsets[a:b])):
+                    parts[k].append(arr)
             finally:
                 reader.close()
-        cols = [pa.array(ids[sel], pa.uint64()) if n == ROW_ID else pa.array(addr[sel], pa.uint64()) if n == ROW_ADDRESS
-                else data[n] for n in names]
-        pieces.append(pa.Table.from_arrays(cols, schema=schema))
-    result = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
-    inverse = np.empty(order.size, dtype=np.int64)
-    inverse[order] = np.arange(order.size)
-    return result.take(pa.array(inverse))
+    identity = uaddr.size == ids.size and bool(np.all(addr[1:] > addr[:-1]))
+    where = None if identity else pa.array(inverse.ravel().astype(np.int64, copy=False))
+    cols = []
+    for n in names:
+        if n == ROW_ID:
+            cols.append(pa.array(ids, pa.uint64()))
+        elif n == ROW_ADDRESS:
+            cols.append(pa.array(addr, pa.uint64()))
+        else:
+            p = parts[data_names.index(n)]
+            col = p[0] if len(p) == 1 else pa.concat_arrays(p)
+            cols.append(col if where is None else col.take(where))
+    return pa.Table.from_arrays(cols, schema=schema)

@@ -231,10 +231,14 @@ class Table:
         self._load_schema()
 
     def close(self) -> None:
-        """Release the connections of this table's manifest store (if any)."""
+        """Release the connections of this table's manifest store (if any)
+        and the data files its takes keep open."""
         ms = getattr(self._handler, "ms", None)
         if ms is not None:
             ms.close()
+        cache = self.__dict__.pop("_file_reader_cache", None)
+        if cache is not None:
+            cache.close()
 
     def _run(self, build: Callable[["Table", mf.ManifestFile], transaction_pb2.Transaction | None]) -> None:
         """Build a transaction on this version and commit it; when a concurrent
@@ -409,6 +413,7 @@ class Table:
 
     def take(self, indices: Sequence[int], columns: Sequence[str] | None = None, *, with_row_address: bool = False) -> pa.Table:
         """Rows by position among the live rows (0 .. count_rows()-1)."""
+        from .fragments import file_reader_cache
         from .scan import fields_by_name
 
         idx = np.asarray(indices, dtype=np.int64)
@@ -428,7 +433,7 @@ class Table:
         for fi in np.unique(which):
             sel = np.nonzero(which == fi)[0]
             frag = frags[fi]
-            reader = FragmentReader(self._store, frag, fields)
+            reader = FragmentReader(self._store, frag, fields, file_cache=file_reader_cache(self))
             pos = idx[sel] - starts[fi]
             deleted = reader.deleted_rows()
             if len(deleted):

@@ -225,23 +225,32 @@ class FileReader:
 
     def take(self, indices, columns: Sequence[str | int] | None = None) -> pa.Table:
         """Rows at ``indices`` (any order, repeats allowed), reading only the pages that hold them."""
-        idx = np.asarray(indices, dtype=np.int64)
-        n = self.num_rows
-        if idx.size and (idx.min() < 0 or idx.max() >= n):
-            raise RowOutOfRangeError(f"{self.path}: row index out of range [0, {n})")
         sel = self._select(columns)
         out_schema = pa.schema([self.schema.field(i) for i in sel], metadata=self.schema.metadata)
+        return pa.Table.from_arrays(self._take(indices, sel), schema=out_schema)
+
+    def take_arrays(self, indices, columns: Sequence[str | int] | None = None) -> list[pa.Array]:
+        """``take`` as one array per chosen column (no table built)."""
+        return self._take(indices, self._select(columns))
+
+    def _take(self, indices, sel: list[int]) -> list[pa.Array]:
+        idx = np.asarray(indices, dtype=np.int64).ravel()
+        n = self.num_rows
         if idx.size == 0:
-            return out_schema.empty_table()
+            return [pa.array([], type=self.schema.field(i).type) for i in sel]
         sorted_unique = idx.size < 2 or bool(np.all(idx[1:] > idx[:-1]))
+        lo, hi = (int(idx[0]), int(idx[-1])) if sorted_unique else (int(idx.min()), int(idx.max()))
+        if lo < 0 or hi >= n:
+            raise RowOutOfRangeError(f"{self.path}: row index out of range [0, {n})")
         uniq = idx if sorted_unique else np.unique(idx)
+        where = None if sorted_unique else pa.array(np.searchsorted(uniq, idx))
         arrays = []
         for i in sel:
             # every page (or chunk) holding a row is fetched in one request and
             # only what holds the rows is decoded
             picked = self._decoder(i).take(uniq)
-            arrays.append(picked if sorted_unique else picked.take(pa.array(np.searchsorted(uniq, idx))))
-        return pa.Table.from_arrays(arrays, schema=out_schema)
+            arrays.append(picked if where is None else picked.take(where))
+        return arrays
 
 
 def write_file(

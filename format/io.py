@@ -2,12 +2,18 @@
 
 A :class:`RangeReader` knows its size and returns the byte ranges asked for, as
 ``pyarrow.Buffer`` objects so local files can be served zero-copy from a memory
-map.  Later layers plug object stores in by implementing the same two methods.
+map (large reads, or files kept open for repeated reads; small one-off reads
+use ``pread``).  Later layers plug object stores in by implementing the same
+two methods.  Readers whose whole file is in memory or mapped (local files,
+bytes) also have ``whole_buffer()``, so a decoder that reads many small pieces
+(a ``take`` of scattered rows) can read them in place instead of asking for
+each range; a local file also reads many ranges at once with ``read_joined``.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import Protocol, Sequence, runtime_checkable
 
 import pyarrow as pa
@@ -50,31 +56,124 @@ class _BaseReader:
 
 
 class LocalFileReader(_BaseReader):
-    """A local file, memory-mapped so reads are zero-copy slices."""
+    """A local file: small reads use ``pread``, large ones a memory map.
+
+    Mapping a file is cheap, but every page then touched costs a page fault
+    and unmapping costs again, which a one-off read of scattered small pieces
+    (a ``take`` of a few rows per page, a footer) does not earn back.  So the
+    file is mapped only when a read asks for at least ``MAP_MIN_BYTES`` or
+    :meth:`map` is called (a reader kept open for repeated reads); from then
+    on every read is a zero-copy slice of the mapping.
+    """
+
+    #: a read of at least this many bytes maps the file
+    MAP_MIN_BYTES = 1 << 20
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
-        self._size = os.path.getsize(self.path)
-        # A zero-length file cannot be memory-mapped; it is also never a valid
-        # Lance file, which the footer check reports.
-        self._mm = pa.memory_map(self.path, "r") if self._size else None
-        # one zero-copy view of the whole mapping; reads are slices of it
-        self._whole = self._mm.read_buffer(self._size) if self._mm is not None else None
+        self._fd: int | None = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            self._size = os.fstat(self._fd).st_size
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._mm = None
+        self._whole: pa.Buffer | None = None
+        self._lock = threading.Lock()
+        if not hasattr(os, "pread"):  # no positional reads here: map at once
+            self.map()
 
     def size(self) -> int:
         return self._size
 
+    def map(self) -> pa.Buffer | None:
+        """Map the file (once); returns the whole file as one zero-copy buffer.
+        A zero-length file cannot be mapped (it is never a valid Lance file,
+        which the footer check reports): None."""
+        if self._whole is None and self._size:
+            with self._lock:
+                if self._whole is None:
+                    if self._fd is None and self._mm is None:
+                        raise ValueError(f"{self.path}: read of a closed file")
+                    self._mm = pa.memory_map(self.path, "r")
+                    self._whole = self._mm.read_buffer(self._size)
+        return self._whole
+
     def read_ranges(self, ranges: Sequence[Range]) -> list[pa.Buffer]:
         self._check(ranges)
-        if self._whole is None:
-            return [pa.py_buffer(b"") for _ in ranges]
-        return [self._whole.slice(off, length) for off, length in ranges]
+        whole = self._whole
+        if whole is None:
+            if not self._size:
+                return [pa.py_buffer(b"") for _ in ranges]
+            total = sum(n for _, n in ranges)
+            fd = self._fd
+            if total >= self.MAP_MIN_BYTES or fd is None:
+                whole = self.map()
+            else:
+                return self._pread(fd, ranges, total)
+        return [whole.slice(off, length) for off, length in ranges]
+
+    def read_joined(self, offsets, sizes) -> tuple["np.ndarray", "np.ndarray"]:
+        """``(data, starts)``: the ranges ``offsets``/``sizes`` (integer arrays)
+        as one uint8 array and where each starts in it; a mapped file is
+        returned whole, with ``starts`` the offsets themselves."""
+        import numpy as np
+
+        offsets = np.asarray(offsets, dtype=np.int64)
+        sizes = np.asarray(sizes, dtype=np.int64)
+        if offsets.size:
+            if int(offsets.min()) < 0 or int(sizes.min()) < 0 or int((offsets + sizes).max()) > self._size:
+                self._check(list(zip(offsets.tolist(), sizes.tolist())))
+        total = int(sizes.sum())
+        whole = self._whole
+        fd = self._fd
+        if whole is None and (total >= self.MAP_MIN_BYTES or fd is None) and self._size:
+            whole = self.map()
+        if whole is not None:
+            return np.frombuffer(whole, dtype=np.uint8), offsets
+        # one pread per range, joined (cheaper than reading into one new
+        # large buffer, whose pages the kernel must first provide)
+        pread = os.pread
+        out = b"".join([pread(fd, n, off) for off, n in zip(offsets.tolist(), sizes.tolist())])
+        if len(out) != total:
+            raise TruncatedFileError(self.path, f"read {len(out)} of {total} bytes: the file is shorter than it was")
+        return np.frombuffer(out, dtype=np.uint8), np.cumsum(sizes) - sizes
+
+    def _pread(self, fd: int, ranges: Sequence[Range], total: int) -> list[pa.Buffer]:
+        """The ranges read into one new buffer, returned as slices of it."""
+        pread = os.pread
+        out = b"".join([pread(fd, n, off) for off, n in ranges])
+        if len(out) != total:
+            raise TruncatedFileError(self.path, f"read {len(out)} of {total} bytes: the file is shorter than it was")
+        parent = pa.py_buffer(out)
+        slices, pos = [], 0
+        for _, length in ranges:
+            slices.append(parent.slice(pos, length))
+            pos += length
+        return slices
+
+    def whole_buffer(self) -> pa.Buffer | None:
+        """The whole file as one zero-copy buffer if it is mapped, else None."""
+        return self._whole
 
     def close(self) -> None:
-        if self._mm is not None:
-            self._whole = None
-            self._mm.close()
-            self._mm = None
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            if self._mm is not None:
+                self._whole = None
+                self._mm.close()
+                self._mm = None
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            self._fd = None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def __enter__(self) -> "LocalFileReader":
         return self
@@ -97,6 +196,10 @@ class BytesReader(_BaseReader):
         self._check(ranges)
         return [self._buf.slice(off, length) for off, length in ranges]
 
+    def whole_buffer(self) -> pa.Buffer:
+        """The whole file as one buffer."""
+        return self._buf
+
     def close(self) -> None:
         pass
 
@@ -107,6 +210,8 @@ def open_reader(source: "str | os.PathLike[str] | RangeReader | bytes") -> Range
         return BytesReader(bytes(source))
     if isinstance(source, (str, os.PathLike)):
         return LocalFileReader(source)
+    if isinstance(source, _BaseReader):  # ours: no protocol check needed
+        return source
     if isinstance(source, RangeReader):
         return source
     raise TypeError(f"cannot read Lance data from {type(source).__name__}")

@@ -271,11 +271,10 @@ def unpack_values_at(data, block_starts, bit_widths, type_bits: int, index_in_bl
     lo_at = starts + (w0 * lanes + lane) * width
     spill = sh + W > T
     hi_at = lo_at[spill] + lanes * width
-    words_lo = np.zeros(starts.size, dtype=np.uint64)
-    words_hi = np.zeros(int(spill.sum()), dtype=np.uint64)
-    for k in range(width):  # little-endian words, byte by byte (any alignment)
-        words_lo |= raw[lo_at + k].astype(np.uint64) << np.uint64(8 * k)
-        words_hi |= raw[hi_at + k].astype(np.uint64) << np.uint64(8 * k)
+    # little-endian words at any alignment: gather their bytes, read them back
+    steps = np.arange(width, dtype=np.int64)
+    words_lo = raw[lo_at[:, None] + steps].view(_le(T))[:, 0].astype(np.uint64)
+    words_hi = raw[hi_at[:, None] + steps].view(_le(T))[:, 0].astype(np.uint64)
     sh64 = sh.astype(np.uint64)
     val = words_lo >> sh64
     # the spilled high part goes up by T - sh: two shifts keep each below 64

@@ -165,18 +165,29 @@ def _packed(ps: pb.PackedStruct, rows, where: str) -> Packed:
     return Packed(rows, widths)
 
 
-def miniblock_pick(enc: pb.CompressiveEncoding, ch: Chunks, where: str, pos: np.ndarray):
+def miniblock_pick(enc: pb.CompressiveEncoding, ch: Chunks, where: str, pos: np.ndarray, at=None):
     """Values at positions ``pos`` of ``ch``; returns ``(values, picked)``.
 
-    FSST values are picked before decompressing, so only the wanted strings
-    are expanded (``picked`` True); other encodings decode every value and
-    leave the picking to the caller (``picked`` False)."""
+    Flat, inline bit-packed and variable-width values are read one by one,
+    FSST strings are picked before decompressing, so only the wanted values
+    are decoded (``picked`` True); other encodings decode every value and
+    leave the picking to the caller (``picked`` False).  ``at`` optionally
+    gives the positions as (chunk index, position in the chunk)."""
     kind = _kind(enc, where)
-    if kind in ("inline_bitpacking", "flat") and len(ch.bufs) == 1 and pos.size:
-        first = np.cumsum(ch.counts) - ch.counts
-        k = np.searchsorted(first, pos, side="right") - 1
-        o = pos - first[k]
+    if kind in ("inline_bitpacking", "flat", "variable") and len(ch.bufs) == 1 and pos.size:
+        if at is not None:
+            k, o = at
+        else:
+            first = np.cumsum(ch.counts) - ch.counts
+            k = np.searchsorted(first, pos, side="right") - 1
+            o = pos - first[k]
         data = ch.bufs[0]
+        if kind == "variable":
+            _no_buffer_compression(enc.variable, "values", where)
+            bits = _flat_bits(enc.variable.offsets, f"{where}.offsets")
+            if bits not in (32, 64):
+                raise UnsupportedEncodingError(f"{where}: {bits}-bit offsets are not supported")
+            return _pick_variable(bits // 8, ch, k, o, where), True
         if kind == "inline_bitpacking":
             ib = enc.inline_bitpacking
             _no_buffer_compression(ib, "values", where)
@@ -210,6 +221,26 @@ def miniblock_pick(enc: pb.CompressiveEncoding, ch: Chunks, where: str, pos: np.
         sub = Var(np.concatenate(([0], np.cumsum(lens))), gather(v.data, starts, lens))
         return _fsst(enc.fsst.symbol_table, sub, w), True
     return miniblock_values(enc, ch, where), False
+
+
+def _pick_variable(ow: int, ch: Chunks, k: np.ndarray, o: np.ndarray, where: str) -> Var:
+    """Values ``o`` of chunks ``k``: each chunk buffer is ``n + 1`` offsets
+    (from the buffer start), then the bytes; only the wanted values' two
+    offsets and bytes are read."""
+    data, starts, sizes, counts = ch.bufs[0], ch.starts[0], ch.sizes[0], ch.counts
+    _check_sizes(ch, 0, (counts + 1) * ow, where)
+    cs = starts[k]
+    at = cs + o * ow
+    s = uint_at(data, at, ow)
+    e = uint_at(data, at + ow, ow)
+    if np.any(e < s) or np.any(s < (counts[k] + 1) * ow) or np.any(e > sizes[k]):
+        raise CorruptFileError(None, f"{where}: variable-width offsets out of range in a chunk")
+    lens = e - s
+    total = int(lens.sum())
+    offsets = np.empty(lens.size + 1, dtype=np.int32 if total < 2**31 - 1 else np.int64)
+    offsets[0] = 0
+    np.cumsum(lens, out=offsets[1:])
+    return Var(offsets, gather(data, cs + s, lens))
 
 
 def _need_buffers(ch: Chunks, n: int, where: str) -> None:
@@ -498,7 +529,7 @@ def _levels_inline(data, starts, sizes, nlev, where) -> np.ndarray:
 
 
 def u16(data: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    return data[pos].astype(np.int64) | (data[pos + 1].astype(np.int64) << 8)
+    return uint_at(data, pos, 2)
 
 
 def _levels_rle(data, starts, sizes, nlev, where) -> np.ndarray:

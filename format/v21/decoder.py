@@ -36,7 +36,7 @@ from ..errors import CorruptFileError, UnsupportedEncodingError
 from ..protos import encodings21_pb2 as pb
 from ..schema import LanceField
 from .layout import parse_page_layout
-from .pages import AllNullPage, FullZipPage, MiniBlockPage, Piece
+from .pages import AllNullPage, FullZipPage, MiniBlockPage, Piece, _joined
 from .repdef import ITEM, LIST, LayerOut, Structure, unravel
 from .values import bitmap_from_bool, with_validity
 
@@ -78,6 +78,25 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
+#: validated page layouts by their serialised bytes: files written alike
+#: (every file of a table, most pages of a column) share a handful of layouts,
+#: so each is parsed and checked once per process.  Parsed messages are only
+#: read, never changed.
+_LAYOUTS: dict[bytes, tuple] = {}
+_LAYOUTS_MAX = 4096
+
+
+def _page_layout(raw: bytes, where: str, path):
+    hit = _LAYOUTS.get(raw)
+    if hit is None:
+        layout = unpack_any(raw, PAGE_LAYOUT_URL, pb.PageLayout, path)
+        hit = parse_page_layout(layout, where)
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()
+        _LAYOUTS[raw] = hit
+    return hit
+
+
 def _count_leaves(field: LanceField) -> int:
     return sum(1 for _ in field.leaves())
 
@@ -105,8 +124,7 @@ class FieldDecoder:
             loc = page.encoding.WhichOneof("location")
             if loc != "direct":
                 raise UnsupportedEncodingError(f"{where}: page encoding stored as {loc!r} is not supported")
-            layout = unpack_any(page.encoding.direct.encoding, PAGE_LAYOUT_URL, pb.PageLayout, self.path)
-            kind, msg = parse_page_layout(layout, where)
+            kind, msg = _page_layout(page.encoding.direct.encoding, where, self.path)
             if kind == "mini_block_layout":
                 pages.append(MiniBlockPage(page, msg, leaf.st, leaf.type, where))
             elif kind == "full_zip_layout":
@@ -171,23 +189,68 @@ class FieldDecoder:
                 k += n
 
     def _take_pieces(self, leaf: _Leaf, rows: np.ndarray) -> list[Piece]:
-        """One piece per page holding some of ``rows`` (sorted, distinct)."""
+        """One piece per page holding some of ``rows`` (sorted, distinct).
+
+        Mini-block pages without lists plan the chunks holding the rows; all
+        their chunks are read at once (in place when the file is mapped or in
+        memory) and decoded there, with no buffer object per chunk.  The other
+        pages' byte ranges are fetched in one request."""
         if leaf.pages is None:
             self._load_pages(leaf)
         rs = leaf.row_starts
-        page_of = np.searchsorted(rs, rows, side="right") - 1
-        cuts = np.flatnonzero(np.diff(page_of)) + 1
-        groups = [(int(g[0]), r) for g, r in zip(np.split(page_of, cuts), np.split(rows, cuts))]
+        if len(leaf.pages) == 1:
+            groups = [(0, rows)]
+        else:
+            page_of = np.searchsorted(rs, rows, side="right") - 1
+            if page_of[0] == page_of[-1]:
+                groups = [(int(page_of[0]), rows - int(rs[page_of[0]]))]
+            else:
+                cuts = np.flatnonzero(np.diff(page_of)) + 1
+                groups = [(int(g[0]), r - int(rs[g[0]])) for g, r in zip(np.split(page_of, cuts), np.split(rows, cuts))]
         pages = [leaf.pages[i] for i, _ in groups]
         self._ensure_meta(pages)
-        plans = [p.take_ranges(r - int(rs[i])) for p, (i, r) in zip(pages, groups)]
-        ranges = [x for plan in plans for x in plan]
-        got = self.reader.io.read_ranges(ranges) if ranges else []
-        pieces, k = [], 0
-        for p, (i, r), plan in zip(pages, groups, plans):
-            pieces.append(p.take(r - int(rs[i]), got[k : k + len(plan)]))
-            k += len(plan)
+        pieces: list = [None] * len(groups)
+        planned, todo = [], []
+        for j, (p, (_, r)) in enumerate(zip(pages, groups)):
+            if p.planned_take:
+                planned.append((j, p, r) + p.take_plan(r))
+            else:
+                todo.append((j, p, r, p.take_ranges(r)))
+        if planned:
+            # every chunk of every page in one read, decoded in place
+            offs = [x[4] for x in planned]
+            sizes = [x[5] for x in planned]
+            offs = offs[0] if len(offs) == 1 else np.concatenate(offs)
+            sizes = sizes[0] if len(sizes) == 1 else np.concatenate(sizes)
+            data, base = self._read_pieces_at(offs, sizes)
+            k = 0
+            for j, p, r, plan, o, _ in planned:
+                pieces[j] = p.take_planned(r, plan, data, base[k : k + o.size])
+                k += o.size
+        if todo:
+            ranges = [x for _, _, _, plan in todo for x in plan]
+            got = self.reader.io.read_ranges(ranges) if ranges else []
+            k = 0
+            for j, p, r, plan in todo:
+                pieces[j] = p.take(r, got[k : k + len(plan)])
+                k += len(plan)
         return pieces
+
+    def _read_pieces_at(self, offsets: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(data, starts)``: the byte ranges ``offsets``/``sizes`` of the file
+        as one uint8 array and where each starts in it - the file's own bytes
+        when it is mapped or in memory (no copy), else one read."""
+        io = self.reader.io
+        whole = getattr(io, "whole_buffer", None)
+        buf = whole() if whole is not None else None
+        if buf is not None:
+            if offsets.size and int((offsets + sizes).max()) > buf.size:
+                raise CorruptFileError(self.path, "a chunk lies past the end of the file")
+            return np.frombuffer(buf, dtype=np.uint8), offsets
+        joined = getattr(io, "read_joined", None)
+        if joined is not None:
+            return joined(offsets, sizes)
+        return _joined(io.read_ranges(list(zip(offsets.tolist(), sizes.tolist()))))
 
     def take(self, rows) -> pa.Array:
         """The rows ``rows`` (sorted, distinct) of the field.  Every page

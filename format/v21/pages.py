@@ -86,6 +86,9 @@ class _PageBase:
     def take_ranges(self, rows: np.ndarray) -> list[tuple[int, int]]:
         return self.data_ranges(int(rows[0]), int(rows[-1]) + 1)
 
+    #: whether ``take_plan`` / ``take_planned`` apply (see MiniBlockPage)
+    planned_take = False
+
     def take(self, rows: np.ndarray, bufs) -> Piece:
         a = int(rows[0])
         piece = self.decode(a, int(rows[-1]) + 1, bufs)
@@ -230,19 +233,21 @@ class MiniBlockPage(_PageBase):
         end = int(self.chunk_off[c1] + self.chunk_bytes[c1])
         return [(off + start, end - start)]
 
-    def _decode_chunks(self, data: np.ndarray, base: np.ndarray, chunks: np.ndarray, pick=None):
+    def _decode_chunks(self, data: np.ndarray, base: np.ndarray, chunks: np.ndarray, pick=None, at=None):
         """Decode the chunks ``chunks`` (indices, ascending) whose bytes start at
         ``base`` in ``data``; returns (rep, defs, values, value count, picked).
 
         ``pick``: positions of the values wanted (in the decoded chunks); an
         encoding that can skip the others (FSST, inline bit-packing, flat)
-        returns just those, and ``picked`` says so."""
+        returns just those, and ``picked`` says so; ``at``: optionally the
+        same positions as (index into ``chunks``, position in the chunk)."""
         w = self.where
         cbytes = self.chunk_bytes[chunks]
         counts = self.counts[chunks]
         if data.size < int(base[-1] + cbytes[-1]):
             raise CorruptFileError(None, f"{w}: chunk data truncated")
-        nlev = cz.u16(data, base)
+        # the level count is only needed to decode levels
+        nlev = cz.u16(data, base) if self.has_rep or self.has_def else None
         pos = base + 2
         rep_size = def_size = None
         if self.has_rep:
@@ -273,7 +278,7 @@ class MiniBlockPage(_PageBase):
         total = int(counts.sum())
         picked = False
         if pick is not None and not self.has_dict:
-            vals, picked = cz.miniblock_pick(self.msg.value_compression, ch, f"{w}.value_compression", pick)
+            vals, picked = cz.miniblock_pick(self.msg.value_compression, ch, f"{w}.value_compression", pick, at)
         else:
             vals = cz.miniblock_values(self.msg.value_compression, ch, f"{w}.value_compression")
         want = pick.size if picked else total
@@ -300,24 +305,59 @@ class MiniBlockPage(_PageBase):
             arr = arr.take(pa.array(sel))
         return arr
 
+    def _take_plan(self, rows: np.ndarray):
+        """``(chunks, slot, within)`` for sorted distinct ``rows``: the chunks
+        holding them (ascending), each row's index into ``chunks`` and its
+        position inside its chunk."""
+        which = np.searchsorted(self.item_start, rows, side="right") - 1
+        n = which.size
+        if n > 1:
+            new = np.empty(n, dtype=bool)
+            new[0] = True
+            np.not_equal(which[1:], which[:-1], out=new[1:])
+            chunks = which[new]
+            slot = np.cumsum(new) - 1
+        else:
+            chunks, slot = which, np.zeros(n, dtype=np.int64)
+        return chunks, slot, rows - self.item_start[which]
+
     def take_ranges(self, rows: np.ndarray):
         if self.has_rep:
             return super().take_ranges(rows)
         off, _ = self.buffers[1]
-        chunks = np.unique(np.searchsorted(self.item_start, rows, side="right") - 1)
+        chunks = self._take_plan(rows)[0]
         return [(off + int(o), int(n)) for o, n in zip(self.chunk_off[chunks].tolist(), self.chunk_bytes[chunks].tolist())]
 
     def take(self, rows: np.ndarray, bufs) -> Piece:
         """Only the chunks holding ``rows`` are fetched and decoded, all at once."""
         if self.has_rep:
             return super().take(rows, bufs)
-        which = np.searchsorted(self.item_start, rows, side="right") - 1
-        chunks = np.unique(which)
+        plan = self._take_plan(rows)
         data, base = _joined(bufs)  # one buffer per chunk
+        return self._take_from(rows, plan, data, base)
+
+    @property
+    def planned_take(self) -> bool:
+        """Whether ``take_plan`` / ``take_planned`` apply (no lists)."""
+        return not self.has_rep
+
+    def take_plan(self, rows: np.ndarray):
+        """``(plan, offsets, sizes)``: the chunks holding ``rows`` and their
+        byte ranges in the file, as arrays."""
+        plan = self._take_plan(rows)
+        chunks = plan[0]
+        return plan, self.buffers[1][0] + self.chunk_off[chunks], self.chunk_bytes[chunks]
+
+    def take_planned(self, rows: np.ndarray, plan, data: np.ndarray, base: np.ndarray) -> Piece:
+        """``take`` of the planned chunks, found at ``base`` in ``data``."""
+        return self._take_from(rows, plan, data, base)
+
+    def _take_from(self, rows: np.ndarray, plan, data: np.ndarray, base: np.ndarray) -> Piece:
+        chunks, slot, within = plan
         counts = self.counts[chunks]
         first_value = np.cumsum(counts) - counts
-        pos = first_value[np.searchsorted(chunks, which)] + (rows - self.item_start[which])
-        _, defs, vals, _, picked = self._decode_chunks(data, base, chunks, pick=pos)
+        pos = first_value[slot] + within
+        _, defs, vals, _, picked = self._decode_chunks(data, base, chunks, pick=pos, at=(slot, within))
         if defs is not None:
             defs = defs[pos]
         arr = self._values_array(vals, defs, None if picked else pos)

@@ -89,27 +89,34 @@ def as_u8(buf) -> np.ndarray:
     return np.frombuffer(buf, dtype=np.uint8)
 
 
+_BYTE_STEPS = {w: np.arange(w, dtype=np.int64) for w in (2, 4, 8)}
+
+
+def _le_at(data: np.ndarray, pos, width: int) -> np.ndarray:
+    """Little-endian ``width``-byte unsigned integers at byte positions ``pos``
+    (any alignment): one gather of the bytes, read back as integers."""
+    pos = np.asarray(pos, dtype=np.int64)
+    raw = data[pos[..., None] + _BYTE_STEPS[width]]
+    return raw.view(f"<u{width}")[..., 0].astype(np.int64)
+
+
 def u16_at(data: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    return data[pos].astype(np.int64) | (data[pos + 1].astype(np.int64) << 8)
+    return _le_at(data, pos, 2)
 
 
 def u32_at(data: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    return u16_at(data, pos) | (u16_at(data, pos + 2) << 16)
+    return _le_at(data, pos, 4)
 
 
 def u64_at(data: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    return u32_at(data, pos) | (u32_at(data, pos + 4) << 32)
+    return _le_at(data, pos, 8)
 
 
 def uint_at(data: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     if width == 1:
         return data[pos].astype(np.int64)
-    if width == 2:
-        return u16_at(data, pos)
-    if width == 4:
-        return u32_at(data, pos)
-    if width == 8:
-        return u64_at(data, pos)
+    if width in (2, 4, 8):
+        return _le_at(data, pos, width)
     raise CorruptFileError(None, f"unsupported integer width {width}")
 
 
@@ -143,6 +150,10 @@ def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
                 return head
             tail = gather(data, starts[k:], lengths[k:])
             return np.concatenate([head, tail])
+    total = int(lengths.sum())
+    if total <= 256 * n and int(lengths.min()) >= 0:  # many short pieces: one gather of every byte
+        first = np.cumsum(lengths) - lengths
+        return data[np.arange(total, dtype=np.int64) + np.repeat(starts - first, lengths)]
     s_list = starts.tolist()
     e_list = ends.tolist()
     return np.concatenate([data[s:e] for s, e in zip(s_list, e_list)])

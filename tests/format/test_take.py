@@ -50,6 +50,14 @@ class _Counting:
             return inner(ranges)
 
         reader.io.read_ranges = spy
+        joined = getattr(reader.io, "read_joined", None)
+        if joined is not None:  # many ranges read into one buffer
+
+            def spy_joined(offsets, sizes):
+                self.calls.append(list(zip(np.asarray(offsets).tolist(), np.asarray(sizes).tolist())))
+                return joined(offsets, sizes)
+
+            reader.io.read_joined = spy_joined
 
     @property
     def bytes(self) -> int:
@@ -140,3 +148,85 @@ def test_read_returns_a_chunk_per_page_for_flat_columns(tmp_path, version):
     assert got.column("l").num_chunks == 1  # nested: assembled as one array
     part = tformat.FileReader(path).read_range(1234, 45_678)
     assert part.equals(table.slice(1234, 45_678 - 1234))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_take_same_rows_read_three_ways(files, version):
+    """Read with pread (a fresh local file), from the mapped file and from
+    bytes in memory: the same rows every time."""
+    from format.io import BytesReader, LocalFileReader
+
+    table, paths = files
+    rng = np.random.default_rng(21)
+    idx = np.sort(rng.choice(N, 250, replace=False))
+    want = table.take(pa.array(idx))
+    local = LocalFileReader(paths[version])
+    reader = tformat.FileReader(local)
+    assert local.whole_buffer() is None  # small reads: not mapped
+    assert reader.take(idx).equals(want)
+    if version != "2.0":  # 2.0 reads whole pages, which maps the file
+        assert local.whole_buffer() is None
+    mapped = local.map()
+    assert mapped is not None and local.map() is mapped and local.whole_buffer() is mapped
+    assert reader.take(idx).equals(want)
+    assert reader.take(idx[::-1]).equals(table.take(pa.array(idx[::-1])))
+    reader.close()
+    data = open(paths[version], "rb").read()
+    assert tformat.FileReader(BytesReader(data)).take(idx).equals(want)
+
+
+def test_local_reader_pread_map_and_joined_reads(tmp_path):
+    from format.errors import TruncatedFileError
+    from format.io import LocalFileReader
+
+    payload = bytes(range(256)) * 64
+    path = tmp_path / "bytes.bin"
+    path.write_bytes(payload)
+    r = LocalFileReader(path)
+    got = r.read_ranges([(0, 10), (300, 5), (16383, 1), (7, 0)])
+    assert [g.to_pybytes() for g in got] == [payload[:10], payload[300:305], payload[-1:], b""]
+    assert r.whole_buffer() is None
+    data, starts = r.read_joined(np.array([5, 1000, 40]), np.array([3, 4, 0]))
+    assert data.tobytes()[:7] == payload[5:8] + payload[1000:1004] and starts.tolist() == [0, 3, 7]
+    with pytest.raises(TruncatedFileError):
+        r.read_joined(np.array([16380]), np.array([10]))
+    with pytest.raises(TruncatedFileError):
+        r.read_ranges([(16380, 10)])
+    # a large read maps the file; later reads are slices of the mapping
+    r.MAP_MIN_BYTES = 1000
+    big = r.read_ranges([(0, 4096)])[0]
+    assert big.to_pybytes() == payload[:4096] and r.whole_buffer() is not None
+    data, starts = r.read_joined(np.array([5, 1000]), np.array([3, 4]))
+    assert starts.tolist() == [5, 1000] and data[1000:1004].tobytes() == payload[1000:1004]
+    r.close()
+    with pytest.raises(ValueError):
+        r.read_ranges([(0, 1)])
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    e = LocalFileReader(empty)
+    assert e.read_ranges([(0, 0)])[0].size == 0 and e.map() is None
+    e.close()
+
+
+def test_take_of_plain_variable_strings_reads_only_the_picked_values(tmp_path, monkeypatch):
+    """Short strings in mini-block chunks ("variable" encoding): two offsets
+    and the bytes of each wanted value, not the whole chunk."""
+    from format.v21 import compressive
+
+    n = 50_000
+    i = np.arange(n)
+    table = pa.table({"s": pa.array(np.char.add("row-", i.astype("U6"))), "n": pa.array([None if x % 3 else f"v{x}" for x in i])})
+    path = tmp_path / "v.lance"
+    tformat.write_file(path, table, file_version="2.2")
+    picked = []
+    real = compressive._pick_variable
+
+    def spy(ow, ch, k, o, where):
+        picked.append(o.size)
+        return real(ow, ch, k, o, where)
+
+    monkeypatch.setattr(compressive, "_pick_variable", spy)
+    reader = tformat.FileReader(path)
+    for idx in (np.array([0, 1, 2, 49_999]), np.sort(np.random.default_rng(1).choice(n, 500, replace=False))):
+        assert reader.take(idx).equals(table.take(pa.array(idx)))
+    assert picked, "the variable-width pick path was not used"
