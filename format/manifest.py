@@ -144,6 +144,9 @@ class ManifestFile:
     manifest: table_pb2.Manifest
     transaction: transaction_pb2.Transaction | None
     index_section: bytes | None  # kept as bytes and carried forward unchanged
+    #: how the file was named (from its path), so a commit on top of it need
+    #: not list ``_versions/`` to learn the table's scheme; None when unknown
+    naming: NamingScheme | None = None
 
     @property
     def version(self) -> int:
@@ -184,7 +187,8 @@ def read_manifest(data: bytes, path: str | None = None) -> ManifestFile:
     if manifest.HasField("index_section"):
         index = _section(data, manifest.index_section, pos, path, "index section")
         parse_proto(table_pb2.IndexSection, index, path, "IndexSection")  # validate
-    return ManifestFile(manifest, txn, index)
+    parsed = parse_manifest_name(path.rsplit("/", 1)[-1]) if path else None
+    return ManifestFile(manifest, txn, index, parsed[1] if parsed else None)
 
 
 def write_manifest(
