@@ -84,10 +84,11 @@ def unpack_any(data: bytes, expected_url: str, cls: type, path: str | None = Non
     return parse_proto(cls, any_msg.value, path, expected_url.lstrip("/"))
 
 
-def parse_proto(cls: type, data: bytes | pa.Buffer, path: str | None, what: str) -> _Any:
+def parse_proto(cls: type, data: bytes | memoryview | pa.Buffer, path: str | None, what: str) -> _Any:
     msg = cls()
     try:
-        msg.ParseFromString(bytes(data) if not isinstance(data, bytes) else data)
+        # bytes-like objects are parsed in place (a manifest's inline row id sequences can be tens of MB)
+        msg.ParseFromString(data if isinstance(data, (bytes, memoryview)) else memoryview(data))
     except (DecodeError, RuntimeWarning, ValueError) as exc:
         raise CorruptFileError(path, f"cannot parse {what}: {exc}") from exc
     return msg

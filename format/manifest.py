@@ -153,7 +153,7 @@ class ManifestFile:
         return self.manifest.version
 
 
-def _section(data: bytes, pos: int, end: int, path: str | None, what: str) -> bytes:
+def _section(data: memoryview, pos: int, end: int, path: str | None, what: str) -> memoryview:
     if pos < 0 or pos + 4 > end:
         raise CorruptFileError(path, f"{what} offset {pos} is outside the manifest")
     (length,) = struct.unpack_from("<I", data, pos)
@@ -171,7 +171,8 @@ def read_manifest(data: bytes, path: str | None = None) -> ManifestFile:
     if magic != MAGIC:
         raise CorruptFileError(path, f"manifest footer magic is {magic!r}, expected {MAGIC!r}")
     end = size - MANIFEST_FOOTER.size
-    body = _section(data, pos, end, path, "manifest")
+    view = memoryview(data)  # sections are parsed in place, not copied out
+    body = _section(view, pos, end, path, "manifest")
     if pos + 4 + len(body) != end:
         raise CorruptFileError(path, f"manifest at {pos} of {len(body)} bytes does not end at the footer ({end})")
     manifest = parse_proto(table_pb2.Manifest, body, path, "Manifest")
@@ -182,10 +183,10 @@ def read_manifest(data: bytes, path: str | None = None) -> ManifestFile:
     elif manifest.HasField("transaction_section_deprecated"):
         tpos = manifest.transaction_section_deprecated
     if tpos is not None:
-        txn = parse_proto(transaction_pb2.Transaction, _section(data, tpos, pos, path, "transaction"), path, "Transaction")
+        txn = parse_proto(transaction_pb2.Transaction, _section(view, tpos, pos, path, "transaction"), path, "Transaction")
     index = None
     if manifest.HasField("index_section"):
-        index = _section(data, manifest.index_section, pos, path, "index section")
+        index = bytes(_section(view, manifest.index_section, pos, path, "index section"))
         parse_proto(table_pb2.IndexSection, index, path, "IndexSection")  # validate
     parsed = parse_manifest_name(path.rsplit("/", 1)[-1]) if path else None
     return ManifestFile(manifest, txn, index, parsed[1] if parsed else None)
