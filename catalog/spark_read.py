@@ -7,9 +7,10 @@ version.  With pushdown on (:class:`TesseraFilteringReader`),
 back; ``partitions()`` then prunes fragments with the per-file statistics
 (:mod:`catalog.spark_stats`).  ``partitions()`` cuts the rest into as few
 tasks as keep every core busy (:func:`plan_partitions`: several small
-fragments per task, large fragments split by row range), and ``read()`` (executors) reads the filter columns first, skips slices where
-nothing matches, then reads the other columns and yields Arrow batches cast
-to exactly the schema Spark expects.
+fragments per task, large fragments split by row range), and ``read()``
+(executors) reads the filter columns first, skips slices where nothing
+matches, then reads the other columns and yields Arrow batches cast to
+exactly the schema Spark expects.
 
 Pickled to the executors: the reader (a :class:`ReadPlan` of plain values —
 URI, storage options, version, serialized field protobufs, pushed filters)
@@ -75,6 +76,7 @@ class PartitionSizing:
 
 
 def _fragment_bytes(frag: table_pb2.DataFragment) -> int:
+    """The fragment's data file bytes (8 per value when a writer did not record sizes)."""
     size = sum(df.file_size_bytes for df in frag.files)
     return size if size > 0 else frag.physical_rows * 8 * max(1, sum(len(df.fields) for df in frag.files))
 
@@ -82,7 +84,7 @@ def _fragment_bytes(frag: table_pb2.DataFragment) -> int:
 def plan_partitions(frags: list[table_pb2.DataFragment], sizing: PartitionSizing) -> list[list[tuple[int, int, int]]]:
     """Cut the live rows of ``frags`` into read tasks: ``[(fragment index, start, stop), ...]`` each.
 
-    Each task is every Python worker's fixed start-up cost (tens of ms), so a
+    Every task pays a Python worker's fixed start-up cost (tens of ms), so a
     scan gets as few tasks as keep every core busy: like Spark's file sources,
     a split is ``min(max_partition_bytes, max(open_cost, total / min_partitions))``
     bytes, where every piece also costs ``open_cost``.  Fragments larger than a
