@@ -135,9 +135,11 @@ class FileReaderCache:
     ``max_files`` files stay open (least recently used first out); a reader
     dropped from the cache is not closed here but released when nothing uses
     it any more, so a read running in another thread is never cut short.
+    Each open file holds one descriptor: 64 per table keeps a process with
+    a dozen busy tables well under the common limit of 1024.
     """
 
-    def __init__(self, store: ObjectStore, max_files: int = 256) -> None:
+    def __init__(self, store: ObjectStore, max_files: int = 64) -> None:
         self.store = store
         self.max_files = max_files
         self._readers: "OrderedDict[str, tformat.FileReader]" = OrderedDict()

@@ -97,6 +97,9 @@ class LocalFileReader(_BaseReader):
                         raise ValueError(f"{self.path}: read of a closed file")
                     self._mm = pa.memory_map(self.path, "r")
                     self._whole = self._mm.read_buffer(self._size)
+                    if self._fd is not None:  # the mapping serves every read now: one descriptor, not two
+                        os.close(self._fd)
+                        self._fd = None
         return self._whole
 
     def read_ranges(self, ranges: Sequence[Range]) -> list[pa.Buffer]:

@@ -193,9 +193,16 @@ def test_local_reader_pread_map_and_joined_reads(tmp_path):
     with pytest.raises(TruncatedFileError):
         r.read_ranges([(16380, 10)])
     # a large read maps the file; later reads are slices of the mapping
+    import os
+
+    def descriptors() -> int:
+        return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else -1
+
+    before = descriptors()
     r.MAP_MIN_BYTES = 1000
     big = r.read_ranges([(0, 4096)])[0]
     assert big.to_pybytes() == payload[:4096] and r.whole_buffer() is not None
+    assert descriptors() == before  # the mapping's descriptor replaced the reader's own
     data, starts = r.read_joined(np.array([5, 1000]), np.array([3, 4]))
     assert starts.tolist() == [5, 1000] and data[1000:1004].tobytes() == payload[1000:1004]
     r.close()
