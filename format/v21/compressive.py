@@ -599,11 +599,7 @@ def block_values(enc: pb.CompressiveEncoding, data, n: int, where: str):
             raise CorruptFileError(None, f"{w}: general compression without an inner encoding")
         return block_values(g.values, general_decompress(g.compression, data, w), n, f"{w}.values")
     if kind == "constant":
-        c = enc.constant
-        if not c.HasField("value"):
-            raise UnsupportedEncodingError(f"{w}: a constant encoding without a value")
-        v = np.frombuffer(bytes(c.value), dtype=np.uint8)
-        return Fixed(np.tile(v, n), v.size * 8, n)
+        return _constant_fixed(enc, n, w)
     if kind == "byte_stream_split":
         bits = _flat_bits(enc.byte_stream_split.values, f"{w}.values")
         if bits % 8 or not 8 <= bits <= 64:
@@ -684,6 +680,15 @@ def fixed_value_bits(enc: pb.CompressiveEncoding, where: str) -> int:
     raise UnsupportedEncodingError(f"{where}: the {kind} encoding is not supported for full-zip fixed-width values")
 
 
+def _constant_fixed(enc: pb.CompressiveEncoding, n: int, w: str) -> "Fixed":
+    """``n`` copies of a constant encoding's value."""
+    c = enc.constant
+    if not c.HasField("value"):
+        raise UnsupportedEncodingError(f"{w}: a constant encoding without a value")
+    v = np.frombuffer(bytes(c.value), dtype=np.uint8)
+    return Fixed(np.tile(v, n), v.size * 8, n)
+
+
 def fixed_per_value(enc: pb.CompressiveEncoding, rows: np.ndarray, n: int, where: str):
     """``rows``: (n, bytes_per_value) uint8 (may be a strided view)."""
     kind = _kind(enc, where)
@@ -712,11 +717,7 @@ def fixed_per_value(enc: pb.CompressiveEncoding, rows: np.ndarray, n: int, where
             return Fsl(child, dim, n, validity)
         return Fsl(child, dim, n)
     if kind == "constant":
-        c = enc.constant
-        if not c.HasField("value"):
-            raise UnsupportedEncodingError(f"{w}: a constant encoding without a value")
-        v = np.frombuffer(bytes(c.value), dtype=np.uint8)
-        return Fixed(np.tile(v, n), v.size * 8, n)
+        return _constant_fixed(enc, n, w)
     if kind == "packed_struct":
         ps = enc.packed_struct
         inner = fixed_per_value(ps.values, rows, n, f"{w}.values")

@@ -69,6 +69,14 @@ class _PageBase:
         self.buffers = list(zip((int(o) for o in page.buffer_offsets), (int(n) for n in page.buffer_sizes)))
         self.meta_loaded = False
 
+    def _init_layers(self, msg) -> None:
+        """The page's layout message and its rep/def layers (mini-block and full-zip pages)."""
+        self.msg = msg
+        self.layers = check_layers(msg.layers, self.where)
+        self.lut = self.st.page_lut(self.layers, self.where)
+        self.max_visible = page_max_visible(self.layers)
+        self.max_rep = sum(1 for lay in self.layers if lay in LIST_LAYERS)
+
     def _finish(self, rep, page_defs, values: pa.Array, num_rows: int, num_levels: int) -> Piece:
         defs = canonical_defs(page_defs, self.lut, self.where)
         return Piece(rep, defs, values, num_rows, num_levels)
@@ -124,11 +132,7 @@ def select_rows(piece: Piece, rows: np.ndarray, st: Structure) -> Piece:
 class MiniBlockPage(_PageBase):
     def __init__(self, page, msg, st: Structure, t: pa.DataType, where: str) -> None:
         super().__init__(page, st, t, where)
-        self.msg = msg
-        self.layers = check_layers(msg.layers, where)
-        self.lut = st.page_lut(self.layers, where)
-        self.max_visible = page_max_visible(self.layers)
-        self.max_rep = sum(1 for lay in self.layers if lay in LIST_LAYERS)
+        self._init_layers(msg)
         self.has_rep = msg.HasField("rep_compression")
         self.has_def = msg.HasField("def_compression")
         if self.has_rep != (self.max_rep > 0):
@@ -418,11 +422,7 @@ class MiniBlockPage(_PageBase):
 class FullZipPage(_PageBase):
     def __init__(self, page, msg, st: Structure, t: pa.DataType, where: str) -> None:
         super().__init__(page, st, t, where)
-        self.msg = msg
-        self.layers = check_layers(msg.layers, where)
-        self.lut = st.page_lut(self.layers, where)
-        self.max_visible = page_max_visible(self.layers)
-        self.max_rep = sum(1 for lay in self.layers if lay in LIST_LAYERS)
+        self._init_layers(msg)
         self.bits_rep = int(msg.bits_rep)
         self.bits_def = int(msg.bits_def)
         if (self.bits_rep > 0) != (self.max_rep > 0):
