@@ -254,12 +254,7 @@ class TesseraDataSource(DataSource):
 
         if self.options.get("version") or self.options.get("tag"):
             raise SparkOptionError("options version and tag are for reads; writes always go to the latest version")
-        import time as _T
-        t0 = _T.time()
-        try:
-            return plan_write(self.location, schema, overwrite, self.options)
-        finally:
-            open("/tmp/prof/wtrace.log", "a").write(f"plan start={t0:.3f} end={_T.time():.3f}\n")
+        return plan_write(self.location, schema, overwrite, self.options)
 
 
 class TesseraPushdownDataSource(TesseraDataSource):
