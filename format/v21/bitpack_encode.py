@@ -69,8 +69,11 @@ def chunk_sizes(values: FixedValues, type_bits: int, vs: np.ndarray, ve: np.ndar
     return type_bits // 8 + 128 * _chunk_widths(values, type_bits, vs)
 
 
-def chunk_blocks(values: FixedValues, type_bits: int, vs: np.ndarray, ve: np.ndarray) -> list[tuple]:
-    """Each chunk's block as (width word, packed bytes), in chunk order."""
+def chunk_blocks(values: FixedValues, type_bits: int, vs: np.ndarray, ve: np.ndarray):
+    """The chunks' blocks: ``(heads, groups)``.  ``heads`` holds each chunk's
+    width word (a ``(chunks, T / 8)`` uint8 array); ``groups`` lists, per bit
+    width W > 0, ``(chunks, packed, 128 * W)``: the chunks of that width, in
+    order, and their packed bytes back to back."""
     u = _unsigned(values)
     K = len(vs)
     counts = ve - vs
@@ -82,20 +85,15 @@ def chunk_blocks(values: FixedValues, type_bits: int, vs: np.ndarray, ve: np.nda
         cols = np.arange(len(u)) - np.repeat(vs, counts)
         padded[rows, cols] = u
     widths = _chunk_widths(values, type_bits, vs)
-    word = f"<u{type_bits // 8}"
-    out: list = [None] * K
+    heads = widths.astype(f"<u{type_bits // 8}").view(np.uint8).reshape(K, type_bits // 8)
+    groups = []
     for W in np.unique(widths).tolist():
-        sel = np.flatnonzero(widths == W)
-        head = np.array([W], dtype=word).tobytes()
         if W == 0:
-            for k in sel.tolist():
-                out[k] = (head, b"")
             continue
-        packed = memoryview(_fastlanes.pack(padded[sel].reshape(-1), W))  # type: ignore[union-attr]
-        size = 128 * W
-        for j, k in enumerate(sel.tolist()):
-            out[k] = (head, packed[j * size : (j + 1) * size])
-    return out
+        sel = np.flatnonzero(widths == W)
+        packed = _fastlanes.pack(padded if len(sel) == K else padded[sel], W)  # type: ignore[union-attr]
+        groups.append((sel, np.frombuffer(packed, dtype=np.uint8), 128 * W))
+    return heads, groups
 
 
 def encoding(type_bits: int) -> pb.CompressiveEncoding:

@@ -179,7 +179,6 @@ def _check_hard_limits(sizer: _Sizer, plan: _Plan, large: bool) -> None:
         raise ChunkingError("a mini-block chunk would hold a single value")
 
 
-_PADS = [bytes([PAD]) * i for i in range(8)]
 
 
 def _headers(sizer: _Sizer, nl, hdr: int, bufs, large: bool) -> np.ndarray:
@@ -204,21 +203,76 @@ def _headers(sizer: _Sizer, nl, hdr: int, bufs, large: bool) -> np.ndarray:
     return out
 
 
-def _bits_chunks(bits: np.ndarray, per_value: int, vs: np.ndarray, ve: np.ndarray) -> list:
+@dataclass
+class _Part:
+    """Bytes of some chunks' value buffer: chunk ``chunks[i]`` (every chunk,
+    in order, when None) receives ``src[start[i] : start[i] + length[i]]`` at
+    ``at`` (scalar or per chunk) bytes into its buffer."""
+
+    src: np.ndarray  # uint8, 1-D
+    start: np.ndarray
+    length: np.ndarray
+    at: "np.ndarray | int" = 0
+    chunks: np.ndarray | None = None
+
+    def scatter(self, out: memoryview, buf_pos: np.ndarray) -> None:
+        pos = buf_pos if self.chunks is None else buf_pos[self.chunks]
+        _copy_runs(out, self.src, pos + self.at, self.start, self.length)
+
+
+@dataclass
+class _Rows:
+    """A fixed-size prefix per chunk: row ``i`` of ``rows`` goes to chunk
+    ``chunks[i]`` (every chunk when None) at ``at`` bytes into its buffer."""
+
+    rows: np.ndarray  # uint8, (chunks, width)
+    at: int = 0
+    chunks: np.ndarray | None = None
+
+    def scatter(self, out: np.ndarray, buf_pos: np.ndarray) -> None:
+        pos = buf_pos if self.chunks is None else buf_pos[self.chunks]
+        _scatter_rows(out, self.rows, pos + self.at)
+
+
+def _copy_runs(out: memoryview, src: np.ndarray, dst, start, length) -> None:
+    """``out[dst[i] : dst[i] + length[i]] = src[start[i] : ...]`` for every i."""
+    s = memoryview(np.ascontiguousarray(src).reshape(-1).view(np.uint8))
+    for d, a, n in zip(np.asarray(dst).tolist(), np.asarray(start).tolist(), np.asarray(length).tolist()):
+        out[d : d + n] = s[a : a + n]
+
+
+def _scatter_rows(out: np.ndarray, rows: np.ndarray, pos: np.ndarray) -> None:
+    if rows.size:
+        out[np.asarray(pos)[:, None] + np.arange(rows.shape[1])] = rows
+
+
+def _bits_parts(bits: np.ndarray, per_value: int, vs: np.ndarray, ve: np.ndarray) -> list:
     """Each chunk's bits packed LSB-first from bit 0 of its own buffer."""
     starts = vs * per_value
     if len(starts) == 0 or (starts % 8 == 0).all():
         packed = np.packbits(bits, bitorder="little")
-        return [packed[s // 8 : (e * per_value + 7) // 8] for s, e in zip(starts.tolist(), ve.tolist())]
-    return [np.packbits(bits[s * per_value : e * per_value], bitorder="little") for s, e in zip(vs.tolist(), ve.tolist())]
+        first = starts // 8
+        return [_Part(packed, first, (ve * per_value + 7) // 8 - first)]
+    pieces = [np.packbits(bits[s * per_value : e * per_value], bitorder="little") for s, e in zip(vs.tolist(), ve.tolist())]
+    lengths = np.array([len(x) for x in pieces], dtype=np.int64)
+    return [_Part(np.concatenate(pieces), np.cumsum(lengths) - lengths, lengths)]
 
 
-def _value_pieces(values: LeafValues, plan: _Plan, bitpack: int | None) -> list[list]:
-    """Per value buffer, the bytes of each chunk (before 8-byte padding)."""
+_VAR_PADS = np.full(8, VAR_PAD, dtype=np.uint8)
+
+
+def _value_parts(values: LeafValues, plan: _Plan, bitpack: int | None) -> list[list]:
+    """Per value buffer, where each chunk's bytes come from (before 8-byte padding)."""
     vs, ve = plan.vs, plan.ve
     if bitpack:
-        return [bitpack_encode.chunk_blocks(values, bitpack, vs, ve)]  # type: ignore[arg-type]
+        heads, groups = bitpack_encode.chunk_blocks(values, bitpack, vs, ve)  # type: ignore[arg-type]
+        parts: list = [_Rows(heads)]
+        for sel, packed, size in groups:
+            parts.append(_Part(packed, np.arange(len(sel), dtype=np.int64) * size, np.full(len(sel), size), heads.shape[1], sel))
+        return [parts]
     if isinstance(values, VariableValues):
+        # a chunk's buffer: its offsets rebased to the buffer start (counting
+        # the offsets themselves), its data bytes, then 0x48 up to a whole offset
         ob = values.offset_bits // 8
         counts = ve - vs + 1
         first = np.repeat(vs, counts)
@@ -227,63 +281,47 @@ def _value_pieces(values: LeafValues, plan: _Plan, bitpack: int | None) -> list[
         rebased = values.offsets[first + pos] - np.repeat(base, counts)
         offs = rebased.astype("<u4" if ob == 4 else "<u8").view(np.uint8)
         ends = np.cumsum(counts) * ob
-        starts = ends - counts * ob
         lo, hi = values.offsets[vs], values.offsets[ve]
-        pads = ((-(counts * ob + hi - lo)) % ob).tolist()
-        offs_mv, data_mv = memoryview(offs), memoryview(values.data)
-        var_pads = [bytes([VAR_PAD]) * i for i in range(8)]
-        pieces = [
-            (offs_mv[a:b], data_mv[c:d], var_pads[p])
-            for a, b, c, d, p in zip(starts.tolist(), ends.tolist(), lo.tolist(), hi.tolist(), pads)
-        ]
-        return [pieces]
+        data_at = counts * ob
+        pads = (-(data_at + hi - lo)) % ob
+        parts = [_Part(offs, ends - data_at, data_at), _Part(values.data, lo, hi - lo, data_at)]
+        padded = np.flatnonzero(pads)
+        if len(padded):
+            parts.append(_Part(_VAR_PADS, np.zeros(len(padded), dtype=np.int64), pads[padded],
+                               (data_at + hi - lo)[padded], padded))
+        return [parts]
     out = []
     if values.item_validity is not None:
-        out.append(_bits_chunks(values.item_validity, values.dim, vs, ve))
+        out.append(_bits_parts(values.item_validity, values.dim, vs, ve))
     if values.is_bits:
-        out.append(_bits_chunks(values.data, values.bits_per_value, vs, ve))
+        out.append(_bits_parts(values.data, values.bits_per_value, vs, ve))
     else:
         w = values.width
-        d = values.data
-        out.append([d[s * w : e * w] for s, e in zip(vs.tolist(), ve.tolist())])
+        out.append([_Part(values.data, vs * w, (ve - vs) * w)])
     return out
 
 
 def _serialize_general(levels: PageLevels, values: LeafValues, plan: _Plan, sizer: _Sizer, large: bool):
+    """Every chunk written into one buffer: the buffer starts as padding, then
+    headers are scattered in one step and each run of levels and values is
+    copied to its place (one slice assignment per chunk and run)."""
     nl, hdr, bufs, total = sizer.sizes(plan)
     headers = _headers(sizer, nl, hdr, bufs, large)
-    vpieces = _value_pieces(values, plan, sizer.bitpack)
-    rep = memoryview(levels.rep.view(np.uint8)) if levels.rep is not None else None  # type: ignore[union-attr]
-    dfs = memoryview(levels.defs.view(np.uint8)) if levels.defs is not None else None  # type: ignore[union-attr]
-    ls, le = plan.ls.tolist(), plan.le.tolist()
-    hw = headers.shape[1]
-    hdr = memoryview(headers.reshape(-1))
-    out: list = []
-    append = out.append
-    for k in range(len(ls)):
-        append(hdr[k * hw : (k + 1) * hw])
-        nbytes = 2 * (le[k] - ls[k])
-        pad = _PADS[(-nbytes) % 8]
-        if rep is not None:
-            append(rep[2 * ls[k] : 2 * le[k]])
-            append(pad)
-        if dfs is not None:
-            append(dfs[2 * ls[k] : 2 * le[k]])
-            append(pad)
-        for pieces in vpieces:
-            piece = pieces[k]
-            if isinstance(piece, tuple):
-                n = 0
-                for part in piece:
-                    append(part)
-                    n += len(part)
-            else:
-                append(piece)
-                n = memoryview(piece).nbytes
-            append(_PADS[(-n) % 8])
-    data = b"".join(out)
-    assert len(data) == int(total.sum())
-    return data, total
+    out = np.full(int(total.sum()), PAD, dtype=np.uint8)
+    mv = memoryview(out)
+    pos = np.cumsum(total) - total
+    _scatter_rows(out, headers, pos)
+    pos = pos + headers.shape[1]
+    level_bytes = 2 * (plan.le - plan.ls)
+    for lv in (levels.rep, levels.defs):
+        if lv is not None:
+            _copy_runs(mv, lv.view(np.uint8), pos, 2 * plan.ls, level_bytes)
+            pos = pos + _pad8(level_bytes)
+    for size, parts in zip(bufs, _value_parts(values, plan, sizer.bitpack)):
+        for part in parts:
+            part.scatter(out if isinstance(part, _Rows) else mv, pos)
+        pos = pos + _pad8(size)
+    return out, total
 
 
 def _serialize_uniform(levels: PageLevels, values: FixedValues, plan: _Plan, sizer: _Sizer, large: bool):
@@ -325,7 +363,7 @@ def _serialize_uniform(levels: PageLevels, values: FixedValues, plan: _Plan, siz
         values.item_bits,
     )
     tail, _ = _serialize_general(tail_levels, tail_values, tail_plan, sizer, large)
-    data = b"".join([out.reshape(-1), tail]) if tail else out.reshape(-1)
+    data = np.concatenate([out.reshape(-1), tail]) if len(tail) else out.reshape(-1)
     return data, total
 
 
