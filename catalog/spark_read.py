@@ -175,6 +175,9 @@ class TesseraReader(DataSourceReader):
     def read(self, partition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, ReadPartition):
             return  # Spark's stand-in InputPartition(None) when there is nothing to read
+        from .worker_memory import keep_freed_memory
+
+        keep_freed_memory()
         target = spark_arrow_schema(self.spark_schema)
         for fragment, start, stop in partition.pieces:
             yield from read_range(self.plan, target, fragment, start, stop)

@@ -100,7 +100,9 @@ class FragmentSink:
     def _flush(self) -> None:
         if not self._buf:
             return
-        batch = self._buf[0] if len(self._buf) == 1 else pa.Table.from_batches(self._buf).combine_chunks().to_batches()[0]
+        # the file writer buffers each column into pages itself: hand it the
+        # batches as they came (no copy); statistics see them as one table
+        batch = self._buf[0] if len(self._buf) == 1 else pa.Table.from_batches(self._buf)
         self._buf, self._buf_rows, self._buf_bytes = [], 0, 0
         pos = 0
         while pos < batch.num_rows:
@@ -247,6 +249,9 @@ class TesseraWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TesseraCommitMessage:
         from pyspark import TaskContext
 
+        from .worker_memory import keep_freed_memory
+
+        keep_freed_memory()
         ctx = TaskContext.get()
         p = self.plan
         store = open_object_store(p.uri, p.storage_options)
