@@ -263,9 +263,23 @@ class TesseraPushdownDataSource(TesseraDataSource):
     pushdown_default = True
 
 
-def register(spark, *, pushdown: bool = False) -> None:
+def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True) -> None:
     """Make ``format("tessera")`` available in ``spark`` (per session) and set
     ``spark.sql.python.filterPushdown.enabled``, which pushdown needs.
+
+    Writes: Spark hands a Python writer its rows in Arrow batches of at most
+    ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows (10,000) and, unless
+    ``spark.sql.execution.arrow.maxBytesPerBatch`` is exactly 2147483647, also
+    of at most that many bytes (64 MiB by default).  Enforcing the byte cap
+    costs the JVM a size computation *per row* (over half of the JVM's CPU
+    time in a write of narrow rows, measured with Java Flight Recorder), so
+    with ``lift_arrow_byte_cap`` (the default) this sets it to 2147483647,
+    Spark's "no byte limit" value, unless the session already has a value of
+    its own.  Batches stay capped by row count; a session whose rows are so
+    wide that 10,000 of them do not fit in a Python worker's memory should
+    pass ``lift_arrow_byte_cap=False`` or lower ``maxRecordsPerBatch``.  The
+    setting is session-wide: it applies to every Arrow batch sent to Python
+    (pandas UDFs, ``mapInArrow``) in this session.
 
     ``pushdown=True`` pushes filters by default (each read can still choose
     with the ``pushdown`` option).  It is off by default because PySpark 4.3
@@ -290,7 +304,29 @@ def register(spark, *, pushdown: bool = False) -> None:
                                              "__qualname__": f"{base.__qualname__}[parallelism={parallelism}]"})
     spark.dataSource.register(base)
     spark.conf.set(PUSHDOWN_CONF, "true")
+    if lift_arrow_byte_cap:
+        _lift_arrow_byte_cap(spark)
     activate(spark)
+
+
+ARROW_MAX_BYTES_CONF = "spark.sql.execution.arrow.maxBytesPerBatch"
+#: the value at which Spark skips its per-row byte accounting
+ARROW_NO_BYTE_LIMIT = str((1 << 31) - 1)
+_SPARK_DEFAULT_MAX_BYTES = ("67108864b", "67108864", "64m", "64mb")
+
+
+def _lift_arrow_byte_cap(spark) -> bool:
+    """Set ``maxBytesPerBatch`` to "no limit" unless the session set it; True when set."""
+    try:
+        explicit = bool(spark._jsparkSession.sessionState().conf().contains(ARROW_MAX_BYTES_CONF))
+    except Exception:  # Spark Connect: no JVM here; compare with Spark's default instead
+        current = spark.conf.get(ARROW_MAX_BYTES_CONF, None)
+        explicit = current is not None and str(current).strip().lower() not in _SPARK_DEFAULT_MAX_BYTES
+    if explicit:
+        log.info("keeping the session's %s", ARROW_MAX_BYTES_CONF)
+        return False
+    spark.conf.set(ARROW_MAX_BYTES_CONF, ARROW_NO_BYTE_LIMIT)
+    return True
 
 
 def _default_parallelism(spark) -> int | None:

@@ -30,7 +30,7 @@ import tempfile
 import time
 
 
-def session(arrow_batch_rows: int | None):
+def session(arrow_batch_rows: int | None, lift_arrow_byte_cap: bool = True):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -45,7 +45,7 @@ def session(arrow_batch_rows: int | None):
         b = b.config("spark.sql.execution.arrow.maxRecordsPerBatch", str(arrow_batch_rows))
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    catalog.spark.register(spark)
+    catalog.spark.register(spark, lift_arrow_byte_cap=lift_arrow_byte_cap)
     return spark
 
 
@@ -154,9 +154,12 @@ def main(argv=None) -> None:
     ap.add_argument("--no-floor", action="store_true", help="skip the do-nothing Python source")
     ap.add_argument("--arrow-batch-rows", type=int, default=None,
                     help="spark.sql.execution.arrow.maxRecordsPerBatch (Spark's default: 10000)")
+    ap.add_argument("--keep-arrow-byte-cap", action="store_true",
+                    help="register without lifting spark.sql.execution.arrow.maxBytesPerBatch (Spark's per-row "
+                         "byte accounting stays on, as in a session that sets the cap itself)")
     args = ap.parse_args(argv)
 
-    spark = session(args.arrow_batch_rows)
+    spark = session(args.arrow_batch_rows, lift_arrow_byte_cap=not args.keep_arrow_byte_cap)
     scratch = tempfile.mkdtemp(prefix="bench-spark-", dir=args.dir)
     try:
         df = source(spark, args.rows, args.partitions)
@@ -198,7 +201,8 @@ def main(argv=None) -> None:
         parq_bytes = sum(os.path.getsize(os.path.join(parq, f)) for f in os.listdir(parq) if f.endswith(".parquet"))
 
         print(f"\n{args.rows:,} rows x (int64, float64, string, timestamp), {args.partitions} partitions, "
-              f"local[2], median of {args.repeat}")
+              f"local[2], median of {args.repeat}; "
+              f"arrow.maxBytesPerBatch={spark.conf.get('spark.sql.execution.arrow.maxBytesPerBatch')}")
         print(f"{'operation':<16} {'seconds':>8} {'M rows/s':>9} {'CPU s':>7}   runs (wall seconds)")
         for name, t in med.items():
             runs = ", ".join(f"{x:.2f}" for x in times[name])

@@ -351,3 +351,25 @@ def test_types_spark_lacks_are_widened_on_read_and_round_trip(spark, table_uri):
     df.write.format("tessera").mode("overwrite").save(copy)
     assert str(Table.open(copy).schema.field("u").type) == "decimal128(20, 0)"
     assert spark.read.format("tessera").load(copy).orderBy("k").collect() == want
+
+
+def test_register_lifts_the_per_row_arrow_byte_cap_unless_the_session_set_one(spark, table_uri):
+    key = catalog.spark.ARROW_MAX_BYTES_CONF
+    assert spark.conf.get(key) == catalog.spark.ARROW_NO_BYTE_LIMIT  # the shared session, registered by the fixture
+    fresh, kept, mine = spark.newSession(), spark.newSession(), spark.newSession()
+    mine.conf.set(key, "2k")
+    try:
+        catalog.spark.register(fresh)
+        catalog.spark.register(kept, lift_arrow_byte_cap=False)
+        catalog.spark.register(mine)
+        assert fresh.conf.get(key) == catalog.spark.ARROW_NO_BYTE_LIMIT
+        assert kept.conf.get(key) == "67108864b"  # Spark's default, left alone
+        assert mine.conf.get(key) in ("2k", "2048b")  # the session's own value wins
+        # with a 2 KiB cap Spark cuts its batches by bytes: the writer gets many tiny ones and loses none
+        rows = mine.range(0, 5000, numPartitions=2).selectExpr("id", "repeat('x', 100) AS s")
+        rows.write.format("tessera").mode("append").save(table_uri)
+        t = Table.open(table_uri)
+        assert t.count_rows() == 5000 and len(t.fragments) == 2
+        assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(5000))
+    finally:
+        catalog.spark.activate(spark)

@@ -241,6 +241,10 @@ def test_register_records_the_sessions_parallelism_for_planning_workers():
             def set(key, value):
                 pass
 
+            @staticmethod
+            def get(key, default=None):
+                return default
+
     tspark.register(Session)
     ds = Session.dataSource.registered[-1]
     assert issubclass(ds, tspark.TesseraDataSource) and ds.name() == "tessera" and not ds.pushdown_default
