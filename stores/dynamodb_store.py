@@ -8,12 +8,12 @@ through :func:`stores.dynamodb_table.ensure_table`.  Lance's own external-manife
 ``base_uri``) are refused: their key omits the bucket.
 
 * ``reserve`` is one ``TransactWriteItems``: a ``ConditionCheck`` that the
-  predecessor (version - 1) is absent or has this incarnation, and a ``Put``
+  predecessor (version - 1) exists with this incarnation, and a ``Put``
   with ``attribute_not_exists(table_key)``.  DynamoDB transactions are
   serializable, so the check and the insert are atomic.  Cancellation reasons
   map to IncarnationMismatchError (the check) or VersionExistsError (the put);
   ``TransactionConflict`` and throttling cancel without applying anything and
-  are retried.  Version 0 (no predecessor) uses a conditional ``PutItem``.
+  are retried.  Version 1 (no predecessor) uses a conditional ``PutItem``.
 * ``flip`` is ``UpdateItem SET path = :final`` with ``path = :staged``.
 * Reads are strongly consistent.
 
@@ -67,7 +67,6 @@ from .dynamodb_table import (  # noqa: F401 - re-exported for callers of the sto
 )
 from .errors import (
     AmbiguousStoreError,
-    IncarnationMismatchError,
     InvalidURIError,
     StoreError,
     StoreSchemaError,
@@ -75,7 +74,7 @@ from .errors import (
     VersionExistsError,
 )
 from .manifest_checks import check_bound, check_flip_paths, check_key, check_record, check_version
-from .manifest_store import VersionRecord
+from .manifest_store import VersionRecord, predecessor_error
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +227,7 @@ class DynamoDBManifestStore:
             "ExpressionAttributeNames": {"#k": "table_key"},
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
-        if record.version == 0:
+        if record.version <= 1:  # the first version has no predecessor to check
             try:
                 self._call("put_item", write=True, what=what, **put)
                 return
@@ -239,8 +238,8 @@ class DynamoDBManifestStore:
         check = {
             "TableName": self._table,
             "Key": {"table_key": {"S": record.table_key}, "version": {"N": str(record.version - 1)}},
-            "ConditionExpression": "attribute_not_exists(#k) OR #i = :inc",
-            "ExpressionAttributeNames": {"#k": "table_key", "#i": "incarnation"},
+            "ConditionExpression": "#i = :inc",  # false when the predecessor is missing
+            "ExpressionAttributeNames": {"#i": "incarnation"},
             "ExpressionAttributeValues": {":inc": {"S": record.incarnation}},
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
@@ -254,12 +253,8 @@ class DynamoDBManifestStore:
                 reasons = exc.response.get("CancellationReasons") or []
                 codes = [r.get("Code", "None") for r in reasons] + ["None", "None"]
                 if codes[0] == "ConditionalCheckFailed":
-                    pred = (reasons[0].get("Item") or {}).get("incarnation", {}).get("S", "?")
-                    raise IncarnationMismatchError(
-                        f"{what}: version {record.version - 1} belongs to incarnation {pred}, not "
-                        f"{record.incarnation}; the table was dropped and recreated since this writer read it "
-                        "- reload the table"
-                    ) from None
+                    pred = (reasons[0].get("Item") or {}).get("incarnation", {}).get("S")
+                    raise predecessor_error(what, record, pred) from None
                 if codes[1] == "ConditionalCheckFailed":
                     return self._lost(record, reasons[1].get("Item"))
                 if set(codes[:2]) & _RETRY_REASONS:  # cancelled, nothing applied

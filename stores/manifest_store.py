@@ -8,8 +8,12 @@ identity is refused.
 The only writes are:
 
 * ``reserve``: put-if-not-exists of (key, version) -> staged path, size and
-  transaction uuid.  It is the commit point.  It also requires the row of
-  ``version - 1`` (if any) to carry the same incarnation.
+  transaction uuid.  It is the commit point.  Beyond version 1 it also
+  requires the row of ``version - 1`` to exist and carry the same
+  incarnation: a writer still holding a dropped table's identity can neither
+  extend a recreated table (its predecessor row has the new incarnation) nor
+  write past it (its predecessor row is gone), whatever the new table's
+  length.  Versions are therefore dense from 1.
 * ``flip``: the single allowed update, staged path -> final path, applied only
   while the row still holds the staged path.  Idempotent.
 * ``delete_table``: drop every row of a table.
@@ -53,11 +57,11 @@ class ManifestStore(Protocol):
         ...
 
     def reserve(self, record: VersionRecord) -> None:
-        """Insert ``record`` if (table_key, version) is free and the previous
-        version's row (if any) has the same incarnation.
+        """Insert ``record`` if (table_key, version) is free and, beyond
+        version 1, the previous version's row exists with the same incarnation.
 
         Raises VersionExistsError when the row exists, IncarnationMismatchError
-        when the predecessor belongs to another incarnation, AmbiguousStoreError
+        when the predecessor is missing or belongs to another incarnation, AmbiguousStoreError
         when the outcome is unknown, StoreUnavailableError when unreachable."""
         ...
 
@@ -89,6 +93,19 @@ class ManifestStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def predecessor_error(what: str, record: VersionRecord, pred_incarnation: str | None) -> Exception:
+    """The IncarnationMismatchError for a reservation refused by its predecessor check."""
+    from .errors import IncarnationMismatchError
+
+    if not pred_incarnation:
+        why = (f"version {record.version - 1} is not in the store (the table was dropped since this writer "
+               "read it, or the version is not the next one)")
+    else:
+        why = (f"version {record.version - 1} belongs to incarnation {pred_incarnation}, not {record.incarnation} "
+               "(the table was dropped and recreated since this writer read it)")
+    return IncarnationMismatchError(f"{what}: {why}; reload the table")
 
 
 def normalize_table_uri(uri: str) -> str:

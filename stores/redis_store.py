@@ -10,8 +10,8 @@ Layout, for a key prefix ``tessera`` (configurable) and table key ``K``:
 The ``{K}`` hash tag keeps a table's keys in one slot, but Redis Cluster is not
 supported: the scripts derive row keys from the table's prefix instead of
 declaring them.  Every write is
-one Lua script, so atomic: ``reserve`` checks the predecessor's incarnation and
-that the row is absent, then writes the hash and adds to the sorted set;
+one Lua script, so atomic: ``reserve`` checks that the predecessor (beyond
+version 1) exists with the same incarnation and that the row is absent, then writes the hash and adds to the sorted set;
 ``flip`` rewrites ``path`` only while it holds the staged path; ``delete_table``
 removes the rows and the index together.  Versions must be below 2**53 (sorted
 set scores are doubles).
@@ -54,14 +54,13 @@ from redis.retry import Retry
 
 from .errors import (
     AmbiguousStoreError,
-    IncarnationMismatchError,
     InvalidURIError,
     StoreError,
     StoreUnavailableError,
     VersionExistsError,
 )
 from .manifest_checks import check_bound, check_flip_paths, check_key, check_record, check_version
-from .manifest_store import VersionRecord
+from .manifest_store import VersionRecord, predecessor_error
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +74,11 @@ _OUR_QUERY_OPTIONS = ("wait_replicas", "wait_timeout_ms", "prefix")
 _REFUSED = ("READONLY", "NOPERM", "NOAUTH", "WRONGPASS", "OOM", "LOADING", "MASTERDOWN", "MISCONF", "BUSY ")
 
 _RESERVE = """
-local pred = redis.call('HGET', KEYS[3], 'incarnation')
-if pred and pred ~= ARGV[6] then return {2, pred} end
+if tonumber(ARGV[2]) > 1 then
+  local pred = redis.call('HGET', KEYS[3], 'incarnation')
+  if not pred then return {2, ''} end
+  if pred ~= ARGV[6] then return {2, pred} end
+end
 local txn = redis.call('HGET', KEYS[1], 'transaction_uuid')
 if txn then
   if txn == ARGV[5] then return {3, txn} end
@@ -289,10 +291,7 @@ class RedisManifestStore:
             return
         if code == 1:
             raise VersionExistsError(f"version {record.version} of {k} is already reserved by transaction {other}")
-        raise IncarnationMismatchError(
-            f"{what}: version {record.version - 1} belongs to incarnation {other}, not {record.incarnation}; "
-            "the table was dropped and recreated since this writer read it - reload the table"
-        )
+        raise predecessor_error(what, record, other or None)
 
     def flip(self, table_key: str, version: int, staged_path: str, final_path: str) -> bool:
         """Point the row at ``final_path`` if it still holds ``staged_path``

@@ -78,7 +78,8 @@ def _p(name: str, type_: sa.types.TypeEngine[Any]) -> sa.BindParameter[Any]:
     return sa.bindparam(name, type_=type_)
 
 
-#: reserve: insert unless the predecessor has another incarnation (one statement)
+#: reserve: insert when the version is the first, or the predecessor exists
+#: with the same incarnation (one statement)
 RESERVE = (
     sa.insert(_T)
     .from_select(
@@ -92,13 +93,16 @@ RESERVE = (
             _p("txn", ExactString(MAX_ID_CHARS)),
             _p("inc", ExactString(MAX_ID_CHARS)),
         ).where(
-            ~sa.select(sa.literal(1))
-            .where(
-                _T.c.table_hash == _p("h2", ExactString(64)),
-                _T.c.version == _p("pv", sa.BigInteger()),
-                _T.c.incarnation != _p("inc2", ExactString(MAX_ID_CHARS)),
+            sa.or_(
+                _p("pv2", sa.BigInteger()) < 1,
+                sa.select(sa.literal(1))
+                .where(
+                    _T.c.table_hash == _p("h2", ExactString(64)),
+                    _T.c.version == _p("pv", sa.BigInteger()),
+                    _T.c.incarnation == _p("inc2", ExactString(MAX_ID_CHARS)),
+                )
+                .exists(),
             )
-            .exists()
         ),
     )
     .execution_options(preserve_rowcount=True)

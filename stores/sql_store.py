@@ -11,13 +11,13 @@ How each write is decided:
 * ``reserve`` is ONE autocommitted statement::
 
       INSERT INTO tessera_manifest_versions (...)
-      SELECT :hash, :version, ... WHERE NOT EXISTS (
+      SELECT :hash, :version, ... WHERE :version - 1 < 1 OR EXISTS (
           SELECT 1 FROM tessera_manifest_versions
-          WHERE table_hash = :hash AND version = :version - 1 AND incarnation <> :inc)
+          WHERE table_hash = :hash AND version = :version - 1 AND incarnation = :inc)
 
   The primary key decides the winner (a duplicate raises an integrity error
-  -> VersionExistsError); a zero row count means the predecessor belongs to
-  another incarnation (IncarnationMismatchError).  The check and the insert
+  -> VersionExistsError); a zero row count means the predecessor is missing
+  or belongs to another incarnation (IncarnationMismatchError).  The check and the insert
   are one statement, so one transaction, on every backend.  The predecessor
   row is immutable apart from its path, so no lock on it is needed; on InnoDB
   the statement may deadlock with a concurrent reservation (gap locks), which
@@ -62,7 +62,7 @@ from .errors import (
     VersionExistsError,
 )
 from .manifest_checks import check_bound, check_flip_paths, check_key, check_record, check_version
-from .manifest_store import VersionRecord
+from .manifest_store import VersionRecord, predecessor_error
 from .sql_schema import (  # noqa: F401 - Base, ManifestVersionRow and TABLE_NAME are re-exported
     AFTER,
     DELETE,
@@ -200,7 +200,7 @@ class SqlManifestStore:
             "txn": record.transaction_uuid,
             "inc": record.incarnation,
         }
-        params.update(h2=params["h"], inc2=record.incarnation)
+        params.update(h2=params["h"], inc2=record.incarnation, pv2=params["pv"])
         what = f"reserve {record.table_key} v{record.version}"
         try:
             inserted = self._write(lambda c: c.execute(RESERVE, params).rowcount, what)
@@ -220,11 +220,7 @@ class SqlManifestStore:
             if row is not None and row.transaction_uuid == record.transaction_uuid:
                 return
         pred = self.get(record.table_key, record.version - 1)
-        raise IncarnationMismatchError(
-            f"{what}: version {record.version - 1} belongs to incarnation "
-            f"{pred.incarnation if pred else '?'}, not {record.incarnation}; the table was dropped and "
-            "recreated since this writer read it - reload the table"
-        )
+        raise predecessor_error(what, record, pred.incarnation if pred else None)
 
     def flip(self, table_key: str, version: int, staged_path: str, final_path: str) -> bool:
         """Point the row at ``final_path`` if it still holds ``staged_path``
@@ -273,10 +269,11 @@ class SqlManifestStore:
                         "h": table_hash(r.table_key), "v": r.version, "pv": r.version - 1, "key": r.table_key,
                         "path": r.path, "size": r.size, "txn": r.transaction_uuid, "inc": r.incarnation,
                     }
-                    params.update(h2=params["h"], inc2=r.incarnation)
+                    params.update(h2=params["h"], inc2=r.incarnation, pv2=params["pv"])
                     if conn.execute(RESERVE, params).rowcount != 1:
                         raise IncarnationMismatchError(
-                            f"reserve {r.table_key} v{r.version}: the predecessor belongs to another incarnation"
+                            f"reserve {r.table_key} v{r.version}: version {r.version - 1} is missing or belongs "
+                            "to another incarnation; reload the table"
                         )
 
         try:

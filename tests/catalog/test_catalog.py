@@ -138,3 +138,25 @@ def test_config_file_and_env(tmp_path, monkeypatch):
     assert c.warehouse == str(tmp_path / "wh2")
     monkeypatch.setenv("TESSERA_WAREHOUSE", str(tmp_path / "wh3"))
     assert connect().warehouse == str(tmp_path / "wh3")
+
+
+def test_a_stale_handle_cannot_commit_to_a_purged_and_recreated_table(cat):
+    """A writer opened the table at v4; the table is purged and recreated (one
+    version).  Its append must fail with a typed error and leave the new table
+    alone - not land as v5 past it, which would make the dead table's manifest
+    the new table's latest."""
+    cat.create_namespace("ns")
+    t = cat.create_table("ns.c", _data(), commit_store="catalog")
+    for i in range(3):
+        t.append(_data(2, 100 + 10 * i))
+    stale = cat.load_table("ns.c")
+    assert stale.version == 4
+    cat.drop_table("ns.c", purge=True)
+    new = cat.create_table("ns.c", _data(4, 500), commit_store="catalog")
+    with pytest.raises(E.IncarnationMismatchError):
+        stale.append(_data(2, 900))
+    again = cat.load_table("ns.c")
+    assert again.version == 1 and again.count_rows() == 4
+    assert sorted(again.to_arrow().column("id").to_pylist()) == [500, 501, 502, 503]
+    new.append(_data(2, 600))  # the rightful table goes on
+    assert cat.load_table("ns.c").version == 2

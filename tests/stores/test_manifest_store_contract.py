@@ -73,11 +73,24 @@ def test_latest_and_versions_after(store, tables: Tables):
     assert store.versions_after(key, -1) == recs
     assert store.versions_after(key, 5) == []
     assert store.versions_after(key, 99) == []
-    # gaps are fine: ordering is numeric, not lexicographic
-    r10 = rec(key, 10, inc)
-    store.reserve(r10)
-    assert store.latest(key) == r10
-    assert [r.version for r in store.versions_after(key, 4)] == [5, 10]
+    # ordering is numeric, not lexicographic ("10" < "9")
+    more = commit_chain(store, key, range(6, 12), inc)
+    assert store.latest(key) == more[-1]
+    assert [r.version for r in store.versions_after(key, 8)] == [9, 10, 11]
+
+
+def test_versions_are_dense_a_gap_is_refused(store, tables: Tables):
+    """Beyond version 1 a reservation needs its predecessor's row: a writer
+    cannot skip versions (nor, below, write past a purged table)."""
+    key, inc = tables.new(), uuid.uuid4().hex
+    recs = commit_chain(store, key, range(1, 4), inc)
+    with pytest.raises(IncarnationMismatchError, match="version 4 is not in the store"):
+        store.reserve(rec(key, 5, inc))
+    assert store.get(key, 5) is None and store.latest(key) == recs[-1]
+    fresh = tables.new()
+    with pytest.raises(IncarnationMismatchError):  # a table's first row is version 1
+        store.reserve(rec(fresh, 2, inc))
+    assert store.latest(fresh) is None
 
 
 def test_duplicate_reserve_raises_version_exists(store, tables: Tables):
@@ -197,6 +210,27 @@ def test_incarnation_mismatch_after_drop_and_recreate(store, tables: Tables):
     r3 = rec(key, 3, new)
     store.reserve(r3)
     assert store.latest(key) == r3
+
+
+def test_a_stale_writer_cannot_write_past_a_dropped_or_shorter_recreated_table(store, tables: Tables):
+    """The old table reached v5; it is purged (rows deleted) and recreated with
+    two versions.  A writer that read the old v5 must not land v6 - neither
+    before the recreate (no rows at all) nor after it (the new table is shorter,
+    so v5 has no row) - or the new table's latest would be the dead table's."""
+    key = tables.new()
+    old, new = uuid.uuid4().hex, uuid.uuid4().hex
+    commit_chain(store, key, range(1, 6), old)
+    store.delete_table(key)
+    with pytest.raises(IncarnationMismatchError, match="version 5 is not in the store"):
+        store.reserve(rec(key, 6, old))
+    assert store.latest(key) is None
+    recreated = commit_chain(store, key, (1, 2), new)
+    with pytest.raises(IncarnationMismatchError):
+        store.reserve(rec(key, 6, old))
+    with pytest.raises(IncarnationMismatchError, match=f"belongs to incarnation {new}"):
+        store.reserve(rec(key, 3, old))
+    assert store.latest(key) == recreated[-1]
+    assert store.versions_after(key, 0) == recreated
 
 
 def test_unnormalised_keys_and_bad_values_are_refused(store, tables: Tables):
