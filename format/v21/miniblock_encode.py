@@ -215,7 +215,7 @@ class _Part:
     at: "np.ndarray | int" = 0
     chunks: np.ndarray | None = None
 
-    def scatter(self, out: memoryview, buf_pos: np.ndarray) -> None:
+    def scatter(self, out: np.ndarray, buf_pos: np.ndarray) -> None:
         pos = buf_pos if self.chunks is None else buf_pos[self.chunks]
         _copy_runs(out, self.src, pos + self.at, self.start, self.length)
 
@@ -234,11 +234,13 @@ class _Rows:
         _scatter_rows(out, self.rows, pos + self.at)
 
 
-def _copy_runs(out: memoryview, src: np.ndarray, dst, start, length) -> None:
-    """``out[dst[i] : dst[i] + length[i]] = src[start[i] : ...]`` for every i."""
+def _copy_runs(out: np.ndarray, src: np.ndarray, dst, start, length) -> None:
+    """``out[dst[i] : dst[i] + length[i]] = src[start[i] : ...]`` for every i
+    (memoryview slice assignment: a plain memcpy, far cheaper per run than numpy's)."""
+    o = memoryview(out)
     s = memoryview(np.ascontiguousarray(src).reshape(-1).view(np.uint8))
     for d, a, n in zip(np.asarray(dst).tolist(), np.asarray(start).tolist(), np.asarray(length).tolist()):
-        out[d : d + n] = s[a : a + n]
+        o[d : d + n] = s[a : a + n]
 
 
 def _scatter_rows(out: np.ndarray, rows: np.ndarray, pos: np.ndarray) -> None:
@@ -308,18 +310,17 @@ def _serialize_general(levels: PageLevels, values: LeafValues, plan: _Plan, size
     nl, hdr, bufs, total = sizer.sizes(plan)
     headers = _headers(sizer, nl, hdr, bufs, large)
     out = np.full(int(total.sum()), PAD, dtype=np.uint8)
-    mv = memoryview(out)
     pos = np.cumsum(total) - total
     _scatter_rows(out, headers, pos)
     pos = pos + headers.shape[1]
     level_bytes = 2 * (plan.le - plan.ls)
     for lv in (levels.rep, levels.defs):
         if lv is not None:
-            _copy_runs(mv, lv.view(np.uint8), pos, 2 * plan.ls, level_bytes)
+            _copy_runs(out, lv.view(np.uint8), pos, 2 * plan.ls, level_bytes)
             pos = pos + _pad8(level_bytes)
     for size, parts in zip(bufs, _value_parts(values, plan, sizer.bitpack)):
         for part in parts:
-            part.scatter(out if isinstance(part, _Rows) else mv, pos)
+            part.scatter(out, pos)
         pos = pos + _pad8(size)
     return out, total
 
