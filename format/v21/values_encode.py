@@ -239,8 +239,34 @@ def _fixed_from_array(arr: pa.Array) -> FixedValues:
     return FixedValues(n, 8 * w, data, integer=integer)
 
 
+def _join_adjacent(arrays: list[pa.Array]) -> list[pa.Array]:
+    """``[one array]`` when the pieces are consecutive slices of the same
+    buffers (a large array cut into pages); the pieces otherwise.  Only for
+    flat types, whose buffers are all addressed by the array offset."""
+    if len(arrays) < 2:
+        return arrays
+    t = arrays[0].type
+    if not (pa.types.is_primitive(t) or pa.types.is_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_string(t) or pa.types.is_large_binary(t)) or pa.types.is_dictionary(t):
+        return arrays
+
+    def addresses(a: pa.Array):
+        return [None if b is None else b.address for b in a.buffers()]
+
+    first = addresses(arrays[0])
+    end = arrays[0].offset + len(arrays[0])
+    for a in arrays[1:]:
+        if a.offset != end or addresses(a) != first:
+            return arrays
+        end += len(a)
+    n = end - arrays[0].offset
+    null_count = sum(a.null_count for a in arrays)
+    return [pa.Array.from_buffers(t, n, arrays[0].buffers(), null_count=null_count, offset=arrays[0].offset)]
+
+
 def from_arrays(arrays: list[pa.Array]) -> LeafValues | None:
     """The values of one page (several Arrow pieces, same type); None for the null type."""
+    arrays = _join_adjacent(arrays)
     t = arrays[0].type
     if pa.types.is_null(t):
         return None

@@ -403,3 +403,25 @@ def test_unsupported_types_raise():
     ):
         with pytest.raises(UnsupportedTypeError):
             format.FileWriter(pa.BufferOutputStream(), pa.schema([pa.field("v", arr.type)]), file_version="2.1")
+
+
+def test_adjacent_slices_of_one_array_join_without_a_copy_and_read_back(tmp_path):
+    from format.v21.values_encode import _join_adjacent
+
+    rng = np.random.default_rng(3)
+    n = 50_000
+    strings = pa.array([None if i % 7 == 0 else f"s{int(x)}" for i, x in enumerate(rng.integers(0, 10**9, n))])
+    ints = pa.array([None if i % 5 == 0 else int(x) for i, x in enumerate(rng.integers(-(2**40), 2**40, n))])
+    for arr in (strings, ints):
+        sliced = arr.slice(3)  # a non-zero starting offset
+        pieces = [sliced.slice(0, 1000), sliced.slice(1000, 2500), sliced.slice(3500)]
+        (joined,) = _join_adjacent(pieces)
+        assert joined.buffers()[1].address == arr.buffers()[1].address  # a view, not a copy
+        assert joined.equals(sliced) and joined.null_count == sliced.null_count
+        gap = [sliced.slice(0, 1000), sliced.slice(1001, 10)]  # not adjacent: left alone
+        assert _join_adjacent(gap) == gap
+        other = [arr.slice(0, 10), pa.concat_arrays([arr.slice(10, 10)])]  # another buffer: left alone
+        assert len(_join_adjacent(other)) == 2
+    # one large array cut into pages by the writer: pylance reads it back equal
+    table = pa.table({"s": strings, "i": ints})
+    _roundtrip(tmp_path, table, "2.2", page_size=64 * 1024)
