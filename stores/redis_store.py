@@ -9,9 +9,9 @@ Layout, for a key prefix ``tessera`` (configurable) and table key ``K``:
 
 The ``{K}`` hash tag keeps a table's keys in one slot, but Redis Cluster is not
 supported: the scripts derive row keys from the table's prefix instead of
-declaring them.  Every write is
-one Lua script, so atomic: ``reserve`` checks that the predecessor (beyond
-version 1) exists with the same incarnation and that the row is absent, then writes the hash and adds to the sorted set;
+declaring them.  Every write is one Lua script, so atomic: ``reserve`` checks
+that the predecessor (beyond version 1) exists with the same incarnation and
+that the row is absent, then writes the hash and adds to the sorted set;
 ``flip`` rewrites ``path`` only while it holds the staged path; ``delete_table``
 removes the rows and the index together.  Versions must be below 2**53 (sorted
 set scores are doubles).
