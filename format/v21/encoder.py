@@ -15,7 +15,9 @@ Layout per page:
   14 writes for constant columns);
 * ``full_zip_layout`` for wide values: fixed width of 256 bytes or more,
   variable width averaging 256 bytes or more (or any value above 8 KiB);
-* ``mini_block_layout`` otherwise.
+* ``mini_block_layout`` otherwise; strings and binaries whose page repeats a
+  few distinct values store u32 indices there plus a dictionary of the items
+  (:mod:`.dictionary_encode`).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from ..container import PAGE_LAYOUT_URL, EncodedPage, pack_any
 from ..errors import UnsupportedTypeError
 from ..protos import encodings21_pb2 as pb
 from ..schema import LanceField
+from . import dictionary_encode
 from .fullzip_encode import can_fullzip, encode_fullzip
 from .miniblock_encode import ChunkingError, encode_miniblock
 from .repdef_encode import LeafPlan, LeafShred, PageLevels, compact_levels, plan_leaves, shred
-from .values_encode import FixedValues, LeafValues, check_leaf_type, from_arrays
+from .values_encode import FixedValues, LeafValues, VariableValues, check_leaf_type, from_arrays
 
 DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
 #: values at least this wide (bytes, on average) use the full-zip layout
@@ -209,6 +212,10 @@ def _is_wide(values: LeafValues, valid: np.ndarray | None) -> bool:
 def _encode_values(plan: LeafPlan, levels: PageLevels, values: LeafValues, num_rows: int, large: bool, valid):
     if not _is_wide(values, valid):
         try:
+            d = dictionary_encode.choose(values, "2.2" if large else "2.1") if isinstance(values, VariableValues) else None
+            if d is not None:
+                buffers, layout = encode_miniblock(levels, d.indices, plan.max_rep, large)
+                return dictionary_encode.apply(layout, buffers, d), layout
             return encode_miniblock(levels, values, plan.max_rep, large)
         except ChunkingError as exc:
             if not can_fullzip(values):

@@ -425,3 +425,38 @@ def test_adjacent_slices_of_one_array_join_without_a_copy_and_read_back(tmp_path
     # one large array cut into pages by the writer: pylance reads it back equal
     table = pa.table({"s": strings, "i": ints})
     _roundtrip(tmp_path, table, "2.2", page_size=64 * 1024)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_low_cardinality_strings_are_dictionary_encoded_as_pylance_does(tmp_path, version):
+    from format.v21 import dictionary_encode
+
+    n = 30_000
+    cats = ["INFO", "WARN", "ERROR", "DEBUG", "TRACE", ""]
+    table = pa.table({
+        "level": pa.array([cats[i % 6] for i in range(n)]),
+        "maybe": pa.array([None if i % 3 == 0 else cats[i % 4] for i in range(n)]),
+        "tags": pa.array([None if i % 7 == 0 else [cats[i % 3]] * (i % 4) for i in range(n)]),
+        "blob": pa.array([cats[i % 2].encode() * 3 for i in range(n)], pa.large_binary()),
+        "unique": pa.array([f"user-{i:08d}" for i in range(n)]),
+    })
+    path = _roundtrip(tmp_path, table, version)  # pylance reads every column back equal
+    ours = format.FileReader(str(path))
+    assert ours.read().equals(table)
+    idx = np.random.default_rng(5).integers(0, n, 500)
+    assert ours.take(idx).equals(table.take(pa.array(idx)))
+    layouts = _layouts(path)
+    mbs = {name: [p.mini_block_layout for p in pages] for name, pages in zip(table.column_names, layouts)}
+    for name, k in (("level", 6), ("maybe", 4), ("tags", 3), ("blob", 2)):
+        for mb in mbs[name]:
+            assert mb.HasField("dictionary") and 1 <= mb.num_dictionary_items <= k + 1, name
+            wrapped = mb.dictionary.HasField("general")
+            assert wrapped == (version == "2.2"), name  # 2.2 wraps the items in LZ4, as pylance
+            assert mb.value_compression.HasField("inline_bitpacking"), name  # u32 indices, bit-packed
+    assert not any(mb.HasField("dictionary") for mb in mbs["unique"])  # distinct values stay plain
+    dictionary_encode.ENABLED = False
+    try:
+        plain = _roundtrip(tmp_path, table, version, name="plain")
+    finally:
+        dictionary_encode.ENABLED = True
+    assert os.path.getsize(path) < os.path.getsize(plain) * 0.75
