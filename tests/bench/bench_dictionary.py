@@ -14,17 +14,14 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-import format  # noqa: E402
-from format.v21 import dictionary_encode  # noqa: E402
+import format
+from format.v21 import dictionary_encode
 
 
 def main(argv=None) -> None:
