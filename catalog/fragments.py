@@ -92,6 +92,16 @@ def write_fragments(
     return frags
 
 
+def one_array(arr: "pa.Array | pa.ChunkedArray") -> pa.Array:
+    """One Arrow array: a ChunkedArray's only chunk as it is (``combine_chunks``
+    copies even a single chunk), several chunks concatenated."""
+    if not isinstance(arr, pa.ChunkedArray):
+        return arr
+    if arr.num_chunks == 1:
+        return arr.chunk(0)
+    return arr.combine_chunks()
+
+
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, allow_extra: bool = False) -> pa.RecordBatch:
     """``batch`` with the columns of ``schema``: matched by name, in its order,
     cast safely to its types, nullability checked.  Extra columns are an
@@ -270,7 +280,7 @@ class FragmentReader:
             df, col = loc
             r = self._reader(df)
             arr = r.read_range(start, stop, columns=[r.field_for_column(col)]).column(0)
-            arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+            arr = one_array(arr)
             if not arr.type.equals(f.arrow_type):
                 arr = arr.cast(f.arrow_type)
             out.append(arr)
@@ -294,7 +304,7 @@ class FragmentReader:
             arrays = r.take_arrays(offsets, [r.field_for_column(col) for _, col in items])
             for (k, _), arr in zip(items, arrays):
                 t = self.fields[k].arrow_type
-                arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+                arr = one_array(arr)
                 out[k] = arr if arr.type.equals(t) else arr.cast(t)
         return out
 

@@ -13,7 +13,7 @@ from format.protos import table_pb2
 from stores.object_store import ObjectStore
 
 from .errors import InvalidArgumentError, UnknownColumnError
-from .fragments import FragmentReader
+from .fragments import FragmentReader, one_array
 
 ROW_ADDRESS = "_rowaddr"
 ROW_ID = "_rowid"
@@ -24,7 +24,7 @@ DEFAULT_BATCH_SIZE = 64 * 1024
 def evaluate(expr, batch: pa.RecordBatch) -> pa.Array:
     """Evaluate a pyarrow compute expression over a batch."""
     out = pads.Scanner.from_batches([batch], schema=batch.schema, columns={"v": expr}).to_table().column("v")
-    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+    return one_array(out)
 
 
 def mask_of(expr, batch: pa.RecordBatch) -> np.ndarray:
