@@ -104,15 +104,22 @@ def _unpack_into(words: np.ndarray, out: np.ndarray, bit_width: int, type_bits: 
         out3[...] = words[:, lo, :]
         return
     lo, hi, shift = _row_plan(W, T)
+    # only rows whose bits run past their low word take bits from the high one
+    # (for any other row those bits land above W and the mask drops them)
+    rows = np.flatnonzero(shift[:, 0].astype(np.int64) + W > T)
     one = out.dtype.type(1)
-    spill = out.dtype.type(T - 1) - shift  # high word goes up by T - shift, done in two steps
+    if 2 * rows.size > T:  # most rows spill: a plain pass over all of them is cheaper than picking
+        rows = slice(None)
+    spill = out.dtype.type(T - 1) - shift[rows]  # high word goes up by T - shift, done in two steps
+    hi = hi[rows]
     mask = out.dtype.type((1 << W) - 1)
     for start in range(0, num_blocks, _BATCH_BLOCKS):
         wb = words[start : start + _BATCH_BLOCKS]
         dst = out3[start : start + _BATCH_BLOCKS]
         np.right_shift(wb[:, lo, :], shift, out=dst)
-        # two shifts keep each amount below T (a shift by T is not portable)
-        dst |= (wb[:, hi, :] << one) << spill
+        if hi.size:
+            # two shifts keep each amount below T (a shift by T is not portable)
+            dst[:, rows, :] |= (wb[:, hi, :] << one) << spill
         dst &= mask
 
 

@@ -145,11 +145,10 @@ def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
             view = np.lib.stride_tricks.as_strided(
                 data[int(starts[0]) :], shape=(k, L), strides=(step * data.itemsize, data.itemsize), writeable=False
             )
-            head = view.reshape(-1)
-            if k == n:
-                return head
-            tail = gather(data, starts[k:], lengths[k:])
-            return np.concatenate([head, tail])
+            out = np.empty(int(lengths.sum()), dtype=data.dtype)  # one copy: the run, then the rest
+            out[: k * L].reshape(k, L)[...] = view
+            out[k * L :] = gather(data, starts[k:], lengths[k:])
+            return out
     total = int(lengths.sum())
     if total <= 256 * n and int(lengths.min()) >= 0:  # many short pieces: one gather of every byte
         first = np.cumsum(lengths) - lengths
