@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..encodings import general
 from ..protos import encodings21_pb2 as pb
 from .values_encode import FixedValues, VariableValues, variable
 
@@ -81,7 +82,9 @@ def choose(values: VariableValues, version: str) -> Dictionary | None:
     k = len(items)
     item_bytes = int(np.frombuffer(items.buffers()[1], dtype=np.int64)[len(items)]) if k else 0
     index_bits = max(int(k - 1).bit_length(), 1)
-    if (values.offset_bits == 32 and item_bytes >= 1 << 32) or item_bytes + 4 * (k + 1) + values.n * index_bits / 8 > MAX_SIZE_RATIO * values.nbytes():
+    if values.offset_bits == 32 and item_bytes >= 1 << 32:
+        return None
+    if item_bytes + 4 * (k + 1) + values.n * index_bits / 8 > MAX_SIZE_RATIO * values.nbytes():
         return None
     indices = encoded.indices.to_numpy(zero_copy_only=False).astype("<u4")
     raw = _block(items, values.offset_bits)
@@ -89,8 +92,7 @@ def choose(values: VariableValues, version: str) -> Dictionary | None:
     if version == "2.1":
         block = np.frombuffer(raw, dtype=np.uint8)
     else:  # 2.2: general{LZ4} around the block, as pylance writes it
-        packed = pa.Codec("lz4_raw").compress(raw, asbytes=True)
-        block = np.frombuffer(struct.pack("<I", len(raw)) + packed, dtype=np.uint8)
+        block = np.frombuffer(general.compress(general.LZ4, raw), dtype=np.uint8)
         wrapped = pb.CompressiveEncoding()
         wrapped.general.compression.scheme = pb.COMPRESSION_ALGORITHM_LZ4
         wrapped.general.values.CopyFrom(enc)

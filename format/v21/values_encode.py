@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from ..errors import UnsupportedTypeError
 from ..protos import encodings21_pb2 as pb
+from .values import is_large_var, is_var
 
 
 def _u8(buf: pa.Buffer | None) -> np.ndarray:
@@ -246,8 +247,7 @@ def _join_adjacent(arrays: list[pa.Array]) -> list[pa.Array]:
     if len(arrays) < 2:
         return arrays
     t = arrays[0].type
-    if not (pa.types.is_primitive(t) or pa.types.is_string(t) or pa.types.is_binary(t)
-            or pa.types.is_large_string(t) or pa.types.is_large_binary(t)) or pa.types.is_dictionary(t):
+    if not (pa.types.is_primitive(t) or is_var(t)) or pa.types.is_dictionary(t):
         return arrays
 
     def addresses(a: pa.Array):
@@ -270,8 +270,8 @@ def from_arrays(arrays: list[pa.Array]) -> LeafValues | None:
     t = arrays[0].type
     if pa.types.is_null(t):
         return None
-    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    if is_var(t):
+        large = is_large_var(t)
         odt = np.int64 if large else np.int32
         offs_list, data_list, n = [], [], 0
         for a in arrays:
