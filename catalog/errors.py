@@ -19,6 +19,7 @@ from commit.errors import (  # noqa: F401  (re-exported)
     VersionNotFoundError,
 )
 from format.errors import (  # noqa: F401
+    TesseraError,
     ColumnNotFoundError,
     CorruptFileError,
     FormatError,
@@ -36,10 +37,6 @@ from stores.errors import (  # noqa: F401
     StoreSchemaError,
     StoreUnavailableError,
 )
-
-
-class TesseraError(Exception):
-    """Base class of errors raised by the catalog and table API."""
 
 
 class TableExistsError(TesseraError, FileExistsError):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from format.errors import TesseraError
 
-class CommitError(Exception):
+
+class CommitError(TesseraError):
     """Base class of commit errors."""
 
 

@@ -8,7 +8,13 @@ matches what they can act on; the message says what was wrong and where.
 from __future__ import annotations
 
 
-class FormatError(Exception):
+class TesseraError(Exception):
+    """The root of every error Tessera raises, in every layer (format, stores,
+    commit, catalog).  It lives here because ``format`` is the bottom layer;
+    ``catalog.errors`` re-exports it."""
+
+
+class FormatError(TesseraError):
     """Base class of every error raised by ``format``."""
 
 

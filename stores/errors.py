@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from format.errors import TesseraError
 
-class StoreError(Exception):
+
+class StoreError(TesseraError):
     """Base class of every store error."""
 
 
