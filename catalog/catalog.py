@@ -108,9 +108,18 @@ class Catalog:
     """Namespaces and tables, recorded in SQL."""
 
     def __init__(self, uri: str, warehouse: str, *, storage_options: dict | None = None,
-                 default_file_version: str = "2.2") -> None:
+                 default_file_version: str = "2.2", retry=None, properties: dict | None = None) -> None:
+        """``retry`` (a :class:`commit.retry.RetryPolicy`) or the ``properties``
+        ``commit.retry.max-attempts``, ``commit.retry.max-seconds``,
+        ``commit.retry.base-delay``, ``commit.retry.max-delay`` and
+        ``commit.retry.read-back-seconds`` bound the commits of every table
+        this catalog opens."""
+        from commit.retry import RetryPolicy
         from stores.sql_migrate import upgrade
 
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidArgumentError(f"retry must be a commit.retry.RetryPolicy, got {type(retry).__name__}")
+        self.retry = retry or RetryPolicy.from_properties(properties or {})
         self.uri = uri
         self.warehouse = warehouse.rstrip("/")
         self.storage_options = storage_options or {}
@@ -280,7 +289,7 @@ class Catalog:
         try:
             return Table.create(location, data_or_schema, file_version=file_version or self.default_file_version,
                                 commit_store=self._commit_store_for(chosen), storage_options=self.storage_options,
-                                stable_row_ids=stable_row_ids)
+                                stable_row_ids=stable_row_ids, retry=self.retry)
         except BaseException:
             with self._session() as s, s.begin():
                 row = s.get(TableRow, (ns, name))
@@ -300,7 +309,7 @@ class Catalog:
             row = self._row(s, ident)
             uri, store = row.uri, row.commit_store
         return Table.open(uri, version=version, commit_store=self._commit_store_for(store),
-                          storage_options=self.storage_options)
+                          storage_options=self.storage_options, retry=self.retry)
 
     def table_exists(self, ident) -> bool:
         try:

@@ -357,8 +357,10 @@ def store():
 @click.argument("url")
 @click.option("--storage-option", "-s", multiple=True, help="key=value for an s3:// location")
 def store_check(url, storage_option):
-    """Check a manifest store (reachable, schema) or an object-store location
-    (its conditional put really refuses a second write)."""
+    """Check a manifest store (reachable, schema; prints its store id) or an
+    object-store location (its conditional put really refuses a second write).
+    A manifest-store check creates no database or schema; it creates the
+    store id if the store has none yet."""
     opts = dict(s.split("=", 1) for s in storage_option)
     if url.startswith(("s3://", "s3a://", "file://", "/")) or "://" not in url:
         from stores.object_store import open_object_store
@@ -369,9 +371,33 @@ def store_check(url, storage_option):
         return
     from stores.manifest_store import open_manifest_store
 
-    ms = open_manifest_store(url)
-    ms.check()
+    _refuse_missing_sqlite(url)
+    ms = open_manifest_store(url, create=False, check=False)  # a check creates no database, table or schema
+    try:
+        ms.check()  # StoreSchemaError (the verdict, with what to do) / StoreUnavailableError -> exit 2
+        store_id = ms.store_id()  # created here if the store has none yet: this is its first use
+    finally:
+        ms.close()
     console.print(f"[green]ok[/]: {ms.identity()} is reachable and its schema is current")
+    console.print(f"schema: ok\nstore id: {store_id}")
+
+
+def _refuse_missing_sqlite(url: str) -> None:
+    """A SQLite URL whose file does not exist: say so instead of letting the
+    driver create an empty database."""
+    if not url.lower().startswith("sqlite"):
+        return
+    from stores.errors import StoreSchemaError
+    from stores.sql_migrate import parse_sql_url
+
+    path = parse_sql_url(url).database or ""
+    if path.startswith("file:"):  # a URI filename: leave it to the driver
+        return
+    if not os.path.exists(path):
+        raise StoreSchemaError(
+            f"nothing is there: no SQLite database at {os.path.abspath(path)} (nothing was created); "
+            f"create the store with `python deploy/provision_sql.py {url}`, or open it with create=True"
+        )
 
 
 @main.command()

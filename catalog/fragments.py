@@ -18,10 +18,13 @@ import pyarrow as pa
 
 import format as tformat
 from format import deletion as ldeletion
+from format import manifest as lmanifest
 from format import schema as lschema
 from format.container import DATAFILE_VERSIONS
+from format.errors import CorruptFileError, UnsupportedEncodingError
 from format.protos import table_pb2
 from format.rowids import decode_row_ids  # noqa: F401  (moved to format.rowids; kept importable here)
+from stores.errors import InvalidURIError
 from stores.object_store import ObjectStore
 
 DATA_DIR = "data"
@@ -136,6 +139,47 @@ def _subtree_ids(f: lschema.LanceField) -> set[int]:
     return {n.id for n in f.walk()}
 
 
+def _same_layout(a: pa.DataType, b: pa.DataType) -> bool:
+    """Whether an array of type ``a`` can stand for type ``b``: the same type
+    up to the names and nullability of nested fields (a renamed struct child,
+    a list item's nullability), never another kind of value."""
+    if a.equals(b):
+        return True
+    if a.id != b.id or a.num_fields != b.num_fields or a.num_fields == 0:
+        return False
+    if pa.types.is_fixed_size_list(a) and a.list_size != b.list_size:
+        return False
+    return all(_same_layout(a.field(i).type, b.field(i).type) for i in range(a.num_fields))
+
+
+def as_field_type(arr: pa.Array, f: lschema.LanceField, path: str) -> pa.Array:
+    """``arr``, read from data file ``path`` for field ``f``, as the table's
+    type of ``f``; a stored type that is not the table's is a corrupt table
+    (the manifest's schema and the data file disagree), never cast into it."""
+    t = f.arrow_type
+    if arr.type.equals(t):
+        return arr
+    if not _same_layout(arr.type, t):
+        raise CorruptFileError(
+            path, f"column {f.name!r} (field id {f.id}) is stored as {arr.type}, the table's schema says {t}"
+        )
+    try:
+        return arr.cast(t)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise CorruptFileError(path, f"column {f.name!r} (field id {f.id}) cannot be read as {t}: {exc}") from exc
+
+
+def data_file_path(store: ObjectStore, frag: table_pb2.DataFragment, df: table_pb2.DataFile) -> str:
+    """``df.path`` checked: a relative path in this table's own data folder."""
+    lmanifest.check_relative_path(df.path, f"fragment {frag.id}: DataFile.path", store.uri)
+    if df.HasField("base_id"):
+        raise UnsupportedEncodingError(
+            f"{store.uri}: fragment {frag.id}'s data file {df.path!r} is in base path {df.base_id} "
+            "(DataFile.base_id); Tessera reads only tables whose files are under the table's own root"
+        )
+    return df.path
+
+
 class FileReaderCache:
     """Open data file readers shared by the reads of one table.
 
@@ -219,15 +263,32 @@ class FragmentReader:
         return self.fragment.physical_rows
 
     def deleted_rows(self) -> np.ndarray:
-        """Sorted offsets of the deleted rows."""
+        """Sorted offsets of the deleted rows (checked against the manifest's
+        count and the fragment's rows)."""
         if self._deleted is None:
             if self.fragment.HasField("deletion_file"):
                 d = self.fragment.deletion_file
+                if d.HasField("base_id"):
+                    raise UnsupportedEncodingError(
+                        f"{self.store.uri}: fragment {self.fragment.id}'s deletion file is in base path {d.base_id} "
+                        "(DeletionFile.base_id); Tessera reads only tables whose files are under the table's own root"
+                    )
+                # the row count the deletions apply to is checked first: callers size
+                # arrays by physical_rows (a corrupt count must not allocate 2**40 rows)
+                self.check_physical_rows()
                 path = ldeletion.deletion_file_path(self.fragment.id, d)
-                self._deleted = ldeletion.decode(self.store.read(path), d.file_type, f"{self.store.uri}/{path}")
+                self._deleted = ldeletion.decode_for_fragment(
+                    self.store.read(path), d, self.fragment.physical_rows, f"{self.store.uri}/{path}"
+                )
             else:
                 self._deleted = np.zeros(0, np.uint32)
         return self._deleted
+
+    def check_physical_rows(self) -> None:
+        """Open the fragment's first data file, which raises CorruptFileError
+        when its row count is not the fragment's ``physical_rows``."""
+        if len(self.fragment.files):
+            self._reader(self.fragment.files[0])
 
     def live_mask(self, start: int, stop: int) -> np.ndarray | None:
         """Boolean mask of live rows in [start, stop); None when none are deleted."""
@@ -244,19 +305,36 @@ class FragmentReader:
     def _reader(self, df: table_pb2.DataFile) -> tformat.FileReader:
         r = self._readers.get(df.path)
         if r is None:
-            if self.file_cache is not None and self.stats is None:
-                r = self.file_cache.get(df.path)
-            else:
-                io = self.store.open_reader(f"{DATA_DIR}/{df.path}")
-                if self.stats is not None:
-                    io = _CountingReader(io, self.stats)
-                r = tformat.FileReader(io)
+            path = data_file_path(self.store, self.fragment, df)
+            try:
+                if self.file_cache is not None and self.stats is None:
+                    r = self.file_cache.get(path)
+                else:
+                    io = self.store.open_reader(f"{DATA_DIR}/{path}")
+                    if self.stats is not None:
+                        io = _CountingReader(io, self.stats)
+                    r = tformat.FileReader(io)
+            except InvalidURIError as exc:  # e.g. a name too long for the file system
+                raise CorruptFileError(
+                    self.store.uri, f"fragment {self.fragment.id}: DataFile.path {df.path!r} cannot name a file: {exc}"
+                ) from exc
             if r.num_rows != self.fragment.physical_rows:
-                from format.errors import CorruptFileError
-
-                raise CorruptFileError(r.path, f"data file has {r.num_rows} rows, its fragment says {self.fragment.physical_rows}")
+                raise CorruptFileError(
+                    r.path, f"data file has {r.num_rows} rows, its fragment says {self.fragment.physical_rows} (physical_rows)"
+                )
             self._readers[df.path] = r
         return r
+
+    def _file_field(self, r: tformat.FileReader, col: int, f: lschema.LanceField) -> int:
+        """The index of the file's top-level field holding column ``col``,
+        checked to be the table's field ``f`` (same field id)."""
+        i = r.field_for_column(col)
+        if r.fields[i].id != f.id:
+            raise CorruptFileError(
+                r.path, f"column {col} holds field id {r.fields[i].id} ({r.fields[i].name!r}), "
+                f"the manifest maps field {f.id} ({f.name!r}) to it (DataFile.fields/column_indices)"
+            )
+        return i
 
     def _locate(self, f: lschema.LanceField) -> tuple[table_pb2.DataFile, int] | None:
         ids = _subtree_ids(f)
@@ -279,11 +357,8 @@ class FragmentReader:
                 continue
             df, col = loc
             r = self._reader(df)
-            arr = r.read_range(start, stop, columns=[r.field_for_column(col)]).column(0)
-            arr = one_array(arr)
-            if not arr.type.equals(f.arrow_type):
-                arr = arr.cast(f.arrow_type)
-            out.append(arr)
+            arr = r.read_range(start, stop, columns=[self._file_field(r, col, f)]).column(0)
+            out.append(as_field_type(one_array(arr), f, r.path))
         return out
 
     def take(self, offsets: np.ndarray) -> list[pa.Array]:
@@ -301,11 +376,9 @@ class FragmentReader:
             by_file.setdefault(df.path, (df, []))[1].append((k, col))
         for df, items in by_file.values():
             r = self._reader(df)
-            arrays = r.take_arrays(offsets, [r.field_for_column(col) for _, col in items])
+            arrays = r.take_arrays(offsets, [self._file_field(r, col, self.fields[k]) for k, col in items])
             for (k, _), arr in zip(items, arrays):
-                t = self.fields[k].arrow_type
-                arr = one_array(arr)
-                out[k] = arr if arr.type.equals(t) else arr.cast(t)
+                out[k] = as_field_type(one_array(arr), self.fields[k], r.path)
         return out
 
     def row_ids(self, start: int, stop: int) -> np.ndarray:

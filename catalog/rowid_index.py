@@ -112,7 +112,7 @@ class RowIdIndex:
             if frag.HasField("deletion_file"):
                 d = frag.deletion_file
                 path = ldeletion.deletion_file_path(frag.id, d)
-                deleted = ldeletion.decode(store.read(path), d.file_type, f"{store.uri}/{path}")
+                deleted = ldeletion.decode_for_fragment(store.read(path), d, frag.physical_rows, f"{store.uri}/{path}")
                 pos, first, length = _live_runs(pos, first, length, deleted, frag.physical_rows)
             firsts.append(first)
             lengths.append(length)
@@ -221,6 +221,23 @@ class RowIdIndex:
                 f"{self.table.size} dense slots, {self.nbytes} bytes)")
 
 
+def _check_address_fragment(frag: table_pb2.DataFragment, store: ObjectStore, seen: set[int]) -> None:
+    """A fragment of a table whose row ids are its row addresses: its id must
+    fit the address's high 32 bits and be unique, and it must not carry a
+    row id sequence (which only a table with stable row ids has)."""
+    from format.errors import CorruptFileError
+
+    if frag.id > 0xFFFFFFFF or frag.id in seen:
+        raise CorruptFileError(store.uri, f"fragment id {frag.id} is {'repeated' if frag.id in seen else 'over 2**32'}: "
+                                          "row addresses would be ambiguous")
+    seen.add(frag.id)
+    if frag.WhichOneof("row_id_sequence") is not None:
+        raise CorruptFileError(
+            store.uri, f"fragment {frag.id} carries a row id sequence, but the manifest's reader feature flags "
+            "say the table has no stable row ids"
+        )
+
+
 def address_index_lookup(fragments: Iterable[table_pb2.DataFragment], store: ObjectStore,
                          addresses) -> tuple[np.ndarray, np.ndarray]:
     """``(addresses, found)`` for a table without stable row ids, where
@@ -229,7 +246,9 @@ def address_index_lookup(fragments: Iterable[table_pb2.DataFragment], store: Obj
     frag_of = (q >> np.uint64(32)).astype(np.int64)
     offset = (q & np.uint64(0xFFFFFFFF)).astype(np.int64)
     found = np.zeros(q.size, bool)
+    seen: set[int] = set()
     for frag in fragments:
+        _check_address_fragment(frag, store, seen)
         sel = frag_of == frag.id
         if not sel.any():
             continue
@@ -237,7 +256,8 @@ def address_index_lookup(fragments: Iterable[table_pb2.DataFragment], store: Obj
         if frag.HasField("deletion_file") and ok.any():
             d = frag.deletion_file
             path = ldeletion.deletion_file_path(frag.id, d)
-            deleted = ldeletion.decode(store.read(path), d.file_type, f"{store.uri}/{path}").astype(np.int64)
+            deleted = ldeletion.decode_for_fragment(store.read(path), d, frag.physical_rows,
+                                                    f"{store.uri}/{path}").astype(np.int64)
             ok &= ~np.isin(offset, deleted)
         found |= ok
     return np.where(found, q, np.uint64(0)), found
@@ -307,9 +327,11 @@ def take_rows(table, row_ids, columns=None, *, on_missing: str = "skip"):
     except (TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"row ids must be integers: {exc}") from exc
     names = list(columns) if columns is not None else list(table.schema.names)
-    data_names = [n for n in names if n not in (ROW_ID, ROW_ADDRESS)]
+    # a table column named like a special column is that column
+    special = tuple(n for n in (ROW_ID, ROW_ADDRESS) if n not in table.schema.names)
+    data_names = [n for n in names if n not in special]
     fields = fields_by_name(table._fields, data_names)
-    out_fields = [pa.field(n, pa.uint64(), nullable=False) if n in (ROW_ID, ROW_ADDRESS) else table.schema.field(n)
+    out_fields = [pa.field(n, pa.uint64(), nullable=False) if n in special else table.schema.field(n)
                   for n in names]
     schema = pa.schema(out_fields)
     addr, found = resolve(table, ids)
@@ -343,9 +365,9 @@ def take_rows(table, row_ids, columns=None, *, on_missing: str = "skip"):
     where = None if identity else pa.array(inverse.ravel().astype(np.int64, copy=False))
     cols = []
     for n in names:
-        if n == ROW_ID:
+        if n == ROW_ID and n in special:
             cols.append(pa.array(ids, pa.uint64()))
-        elif n == ROW_ADDRESS:
+        elif n == ROW_ADDRESS and n in special:
             cols.append(pa.array(addr, pa.uint64()))
         else:
             p = parts[data_names.index(n)]

@@ -47,6 +47,26 @@ def fields_by_name(fields: list[lschema.LanceField], names: Sequence[str]) -> li
     return out
 
 
+def _check_row_id_fragments(fragments, store: ObjectStore, row_ids: bool) -> None:
+    """Fragments whose row addresses (or row ids) a scan returns: each id fits
+    the address's high 32 bits and is unique, and (for ``_rowid``) either all
+    fragments carry a row id sequence or none does; a corrupt manifest would
+    otherwise give wrapped, repeated or mixed ids."""
+    from format.errors import CorruptFileError
+
+    seen: set[int] = set()
+    with_seq = 0
+    for frag in fragments:
+        if frag.id > 0xFFFFFFFF or frag.id in seen:
+            raise CorruptFileError(store.uri, f"fragment id {frag.id} is {'repeated' if frag.id in seen else 'over 2**32'}: "
+                                              "row addresses would be ambiguous")
+        seen.add(frag.id)
+        with_seq += frag.WhichOneof("row_id_sequence") is not None
+    if row_ids and 0 < with_seq < len(seen):
+        raise CorruptFileError(store.uri, f"{with_seq} of {len(seen)} fragments carry a row id sequence: "
+                                          "stable row ids need one in every fragment")
+
+
 class Scan:
     """One pass over a version's fragments."""
 
@@ -75,13 +95,22 @@ class Scan:
         self.store, self.fragments, self.batch_size = store, list(fragments), batch_size
         self.limit, self.offset = limit, offset or 0
         out = list(columns) if columns is not None else list(schema.names)
+        # a table column named like a special column is that column (its values,
+        # not row ids); asking for the special column as well is ambiguous
+        table_names = set(schema.names)
+        self.special = tuple(c for c in SPECIAL if c not in table_names)
+        for flag, name in ((with_row_address, ROW_ADDRESS), (with_row_id, ROW_ID)):
+            if flag and name in table_names:
+                raise InvalidArgumentError(
+                    f"the table has a column named {name!r}: it cannot also return the {name} special column"
+                )
         if with_row_address and ROW_ADDRESS not in out:
             out.append(ROW_ADDRESS)
         if with_row_id and ROW_ID not in out:
             out.append(ROW_ID)
         self.columns = out
         self.expr = lpred.to_expression(filter, schema) if filter is not None else None
-        needed = [c for c in out if c not in SPECIAL]
+        needed = [c for c in out if c not in self.special]
         if self.expr is not None:
             for c in sorted(lpred.referenced_columns(filter, schema)):
                 if c not in needed:
@@ -91,13 +120,15 @@ class Scan:
         self.special_in_filter = False
         out_fields = []
         for c in out:
-            if c in SPECIAL:
+            if c in self.special:
                 out_fields.append(pa.field(c, pa.uint64(), nullable=False))
             else:
                 out_fields.append(schema.field(c))
         self.schema = pa.schema(out_fields)
         #: what the scan touched: fragments opened and bytes read from data files
         self.stats = {"fragments": 0, "bytes_read": 0}
+        if any(c in self.special for c in out):
+            _check_row_id_fragments(self.fragments, store, ROW_ID in out and ROW_ID in self.special)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         skip, remaining = self.offset, self.limit
@@ -107,6 +138,11 @@ class Scan:
             self.stats["fragments"] += 1
             reader = FragmentReader(self.store, frag, self.read_fields, stats=self.stats)
             try:
+                if not frag.physical_rows or not self.read_fields:
+                    # no file would be opened (no rows, or no columns to read):
+                    # check the files agree, or a wrong physical_rows silently
+                    # hides rows or makes up 2**40 of them
+                    reader.check_physical_rows()
                 for start in range(0, frag.physical_rows, self.batch_size):
                     stop = min(start + self.batch_size, frag.physical_rows)
                     batch = self._batch(reader, frag, start, stop)
@@ -145,9 +181,9 @@ class Scan:
             positions = positions[keep]
         cols = []
         for c in self.columns:
-            if c == ROW_ADDRESS:
+            if c == ROW_ADDRESS and c in self.special:
                 cols.append(pa.array((np.uint64(frag.id) << np.uint64(32)) + positions, pa.uint64()))
-            elif c == ROW_ID:
+            elif c == ROW_ID and c in self.special:
                 ids = reader.row_ids(0, frag.physical_rows)
                 cols.append(pa.array(ids[positions.astype(np.int64)], pa.uint64()))
             else:

@@ -35,7 +35,7 @@ except ImportError as _exc:  # pragma: no cover - pyspark is an optional depende
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
 import format as tformat
-from commit.committer import check_coordinator, commit_transaction, new_transaction
+from commit.committer import commit_operation, commit_transaction, new_transaction
 from commit.errors import CommitConflictError, TableNotFoundError
 from format import manifest as mf
 from format import schema as lschema
@@ -43,7 +43,7 @@ from format.container import DATAFILE_VERSIONS, normalize_version
 from format.protos import file_pb2, table_pb2
 from stores.object_store import ObjectStore, open_object_store
 
-from .errors import SparkOptionError, SparkWriteError, TooMuchContentionError
+from .errors import SparkOptionError, SparkWriteError
 from .fragments import DATA_DIR, data_file_entry
 from .spark_stats import STATS_KEY, StatsCollector
 from .spark_types import arrow_schema_for, check_append_columns, conform_batch
@@ -51,7 +51,6 @@ from .table import make_handler
 
 log = logging.getLogger(__name__)
 
-MAX_COMMIT_ATTEMPTS = 20
 
 
 @dataclass
@@ -183,7 +182,21 @@ class WritePlan:
     naming: str
     max_rows_per_file: int
     flush_rows: int
+    retry: dict[str, str] = field(default_factory=dict)  # commit.retry.* options
     job: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    def policy(self):
+        """The job's retry policy (``commit.retry.*`` options)."""
+        from commit.retry import InvalidRetryPolicyError, RetryPolicy
+
+        try:
+            return RetryPolicy.from_properties(self.retry)
+        except InvalidRetryPolicyError as exc:
+            raise SparkOptionError(str(exc)) from None
+
+    def handler(self):
+        """The commit handler for the driver's commit, with the job's retry policy."""
+        return make_handler(self.uri, self.commit_store, self.policy())
 
     def fields(self) -> list[lschema.LanceField]:
         return lschema.fields_from_protos(file_pb2.Field.FromString(b) for b in self.field_protos)
@@ -219,7 +232,9 @@ def plan_write(location, spark_schema, overwrite: bool, options) -> "TesseraWrit
         field_protos=[p.SerializeToString() for p in lschema.fields_to_protos(fields)], file_version=file_version,
         naming=naming, max_rows_per_file=_positive(options, "max_rows_per_file", 1024 * 1024),
         flush_rows=_positive(options, "write_batch_rows", 128 * 1024),
+        retry={k: v for k, v in dict(options).items() if k.lower().startswith("commit.retry.")},
     )
+    plan.policy()  # a bad commit.retry.* option fails the job before any task runs
     log.info("tessera write job %s: %s %s based on version %s", plan.job, "overwrite" if overwrite else "append",
              plan.uri, plan.base_version)
     return TesseraWriter(plan)
@@ -274,7 +289,7 @@ class TesseraWriter(DataSourceArrowWriter):
         frags = [table_pb2.DataFragment.FromString(b) for m in messages if m is not None for b in m.fragments]
         p = self.plan
         store = open_object_store(p.uri, p.storage_options)
-        handler = make_handler(p.uri, p.commit_store)
+        handler = p.handler()
         rows = sum(f.physical_rows for f in frags)
         if p.base_version is None:
             version = self._create(store, handler, frags)
@@ -306,7 +321,7 @@ class TesseraWriter(DataSourceArrowWriter):
         except CommitConflictError:
             pass
         latest = handler.load(store)
-        check_coordinator(latest.manifest, handler, store.uri)
+        handler.bind(latest.manifest, store.uri)
         if p.overwrite:
             return self._commit_on(store, handler, latest, frags)
         theirs = [(f.id, f.name, f.logical_type, f.parent_id) for f in latest.manifest.fields]
@@ -321,20 +336,18 @@ class TesseraWriter(DataSourceArrowWriter):
     def _commit_on(self, store, handler, base, frags) -> int:
         """Commit this job's Append or Overwrite on ``base``: compatible commits
         since then are rebased over by the coordinator; a retryable conflict
-        re-runs it on the latest version (bounded); incompatible ones raise."""
-        check_coordinator(base.manifest, handler, store.uri)
-        for _ in range(MAX_COMMIT_ATTEMPTS):
+        re-runs it on the latest version (the handler's retry policy bounds
+        it); incompatible ones raise."""
+        handler.bind(base.manifest, store.uri)
+
+        def build(on):
             if self.plan.overwrite:
-                txn = self._overwrite_txn(base.version, frags)
-            else:
-                txn = new_transaction(base.version)
-                txn.append.fragments.extend(frags)
-            try:
-                return commit_transaction(store, txn, base, handler=handler).version
-            except CommitConflictError as exc:
-                log.info("%s: %s; committing on the latest version", store.uri, exc)
-                base = handler.load(store)
-        raise TooMuchContentionError(f"{store.uri}: gave up committing after {MAX_COMMIT_ATTEMPTS} conflicting attempts")
+                return self._overwrite_txn(on.version, frags)
+            txn = new_transaction(on.version)
+            txn.append.fragments.extend(frags)
+            return txn
+
+        return commit_operation(store, handler, base, build).version
 
     def abort(self, messages: list[TesseraCommitMessage | None]) -> None:
         """Delete the files of the given messages that no committed version uses."""

@@ -15,15 +15,15 @@ import numpy as np
 import pyarrow as pa
 
 from commit import store as tstore
-from commit.committer import RetryPolicy, check_coordinator, commit_transaction, fragment_live_rows, new_transaction
+from commit.committer import commit_operation, commit_transaction, fragment_live_rows, new_transaction
 from commit.errors import (
     CommitConflictError,
     CoordinatorMismatchError,
     TableNotFoundError,
-    TooMuchContentionError,
     VersionNotFoundError,
 )
 from commit.handlers import CommitHandler, ExternalCommitHandler, NativeCommitHandler
+from commit.retry import RetryPolicy
 from format import manifest as mf
 from format import schema as lschema
 from format.container import normalize_version
@@ -38,7 +38,6 @@ from .scan import DEFAULT_BATCH_SIZE, Scan
 from .tags import Tags
 
 log = logging.getLogger(__name__)
-MAX_OPERATION_RETRIES = 20
 
 
 def _naming(naming: str | mf.NamingScheme) -> mf.NamingScheme:
@@ -48,13 +47,15 @@ def _naming(naming: str | mf.NamingScheme) -> mf.NamingScheme:
         raise InvalidArgumentError(f"naming scheme must be 'V1' or 'V2', got {naming!r}") from exc
 
 
-def make_handler(uri: str, commit_store=None) -> CommitHandler:
+def make_handler(uri: str, commit_store=None, retry: RetryPolicy | None = None) -> CommitHandler:
     """The commit handler for a table: native, or through an external store
-    (a URL or an already opened ManifestStore)."""
+    (a URL or an already opened ManifestStore), with the retry policy ``retry``."""
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise InvalidArgumentError(f"retry must be a commit.retry.RetryPolicy, got {type(retry).__name__}")
     if commit_store is None:
-        return NativeCommitHandler()
+        return NativeCommitHandler(retry)
     ms = open_manifest_store(commit_store) if isinstance(commit_store, str) else commit_store
-    return ExternalCommitHandler(ms, normalize_table_uri(uri))
+    return ExternalCommitHandler(ms, normalize_table_uri(uri), policy=retry)
 
 
 class Table:
@@ -83,25 +84,26 @@ class Table:
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         commit_store=None,
         storage_options: dict | None = None,
+        retry: RetryPolicy | None = None,
     ) -> "Table":
         """Create a table from data (Arrow, pandas, ...) or from a pyarrow schema.
 
         ``commit_store`` names an external manifest store (``redis://...``,
         ``dynamodb:///TABLE?...``, a SQLAlchemy URL) that coordinates commits;
         without it, the object store's own put-if-not-exists does.
-        ``mode="create"`` refuses an existing table; ``"overwrite"`` replaces it."""
+        ``mode="create"`` refuses an existing table; ``"overwrite"`` replaces it.
+        ``retry`` bounds retries and read-backs (default :class:`RetryPolicy`)."""
         store = open_object_store(uri, storage_options)
-        handler = make_handler(uri, commit_store)
+        handler = make_handler(uri, commit_store, retry)
         handler.check_store(store)  # refuse an untrustworthy store before writing anything
         version = normalize_version(file_version)
         scheme = _naming(naming)
         if mode not in ("create", "overwrite"):
             raise InvalidArgumentError(f"mode must be 'create' or 'overwrite', got {mode!r}")
-        existing, _ = tstore.list_versions(store)
-        if existing or (handler.kind != "native" and handler.ms.latest(handler.table_key) is not None):
+        if tstore.list_versions(store)[0] or handler.table_exists(store):
             if mode == "create":
                 raise TableExistsError(f"a table already exists at {store.uri}; open it, or pass mode='overwrite'")
-            table = cls.open(uri, commit_store=commit_store, storage_options=storage_options)
+            table = cls.open(uri, commit_store=commit_store, storage_options=storage_options, retry=retry)
             table.overwrite(data_or_schema)
             return table
         if isinstance(data_or_schema, pa.Schema):
@@ -123,29 +125,35 @@ class Table:
                                        stable_row_ids=stable_row_ids)
         except CommitConflictError as exc:
             raise TableExistsError(f"a table was created at {store.uri} concurrently") from exc
-        if hasattr(handler, "adopt"):
-            handler.adopt(handler.incarnation)
+        handler.bind(mfile.manifest, store.uri)
         return cls(store, mfile, handler=handler, max_rows_per_file=max_rows_per_file)
 
     @classmethod
     def open(cls, uri: str, version: int | str | None = None, *, commit_store=None,
-             storage_options: dict | None = None) -> "Table":
-        """Open the latest version, a version number, or a tag name."""
+             storage_options: dict | None = None, retry: RetryPolicy | None = None) -> "Table":
+        """Open the latest version, a version number, or a tag name.
+
+        ``retry`` bounds the retries and read-backs of this table's commits."""
         store = open_object_store(uri, storage_options)
-        handler = make_handler(uri, commit_store)
+        handler = make_handler(uri, commit_store, retry)
         if isinstance(version, str):
             version = Tags(store).get(version)["version"]
         try:
             mfile = handler.load(store, version)
         except TableNotFoundError:
             if handler.kind != "native" and tstore.list_versions(store)[0]:
+                # a table is on storage, but the store has no rows for it: say whose it is
+                handler.bind(tstore.load_manifest(store).manifest, store.uri)
                 raise CoordinatorMismatchError(
-                    f"{store.uri} is a table committed without an external store; open it without commit_store"
+                    f"{store.uri} has versions on storage, but the {handler.kind} store at "
+                    f"{handler.config().get('tessera.commit.store')} has no rows for it (the table was committed without this store, "
+                    "or the store lost them); open it without commit_store, or with its own store"
                 ) from None
             raise
-        inc = mfile.manifest.config.get("tessera.commit.incarnation")
-        if inc and hasattr(handler, "adopt"):
-            handler.adopt(inc)
+        try:
+            handler.bind(mfile.manifest, store.uri)
+        except CoordinatorMismatchError:
+            pass  # reading is allowed; every write binds again and is refused
         return cls(store, mfile, handler=handler)
 
     # -- state ---------------------------------------------------------------------------
@@ -203,8 +211,7 @@ class Table:
 
     def repair(self) -> list[str]:
         """Finish half-done commits (external stores); returns what could not be finished."""
-        repair = getattr(self._handler, "repair", None)
-        return repair(self._store) if repair else []
+        return self._handler.repair(self._store)
 
     def checkout(self, version: int | str) -> "Table":
         """A new Table at ``version`` (a number or a tag)."""
@@ -222,44 +229,48 @@ class Table:
         """Refuse before writing anything when the table needs a newer writer."""
         mf.check_flags(self.manifest, writing=True)
 
-    def _commit(self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, **kw) -> None:
+    def _commit_txn(self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, deadline: float | None = None,
+                    **kw) -> mf.ManifestFile:
         staging = getattr(self, "_staging", None)
         if staging is not None:  # inside a multi-table transaction: record, commit later
-            self._mfile = staging.stage(self, txn, base, **kw)
-        else:
-            self._mfile = commit_transaction(self._store, txn, base, handler=self._handler, **kw)
+            return staging.stage(self, txn, base, **kw)
+        return commit_transaction(self._store, txn, base, handler=self._handler, deadline=deadline, **kw)
+
+    def _commit(self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, **kw) -> None:
+        self._mfile = self._commit_txn(txn, base, **kw)
         self._load_schema()
 
     def close(self) -> None:
         """Release the connections of this table's manifest store (if any)
         and the data files its takes keep open."""
-        ms = getattr(self._handler, "ms", None)
-        if ms is not None:
-            ms.close()
+        self._handler.close()
         cache = self.__dict__.pop("_file_reader_cache", None)
         if cache is not None:
             cache.close()
 
     def _run(self, build: Callable[["Table", mf.ManifestFile], transaction_pb2.Transaction | None]) -> None:
         """Build a transaction on this version and commit it; when a concurrent
-        commit conflicts, re-run ``build`` on the latest version (bounded)."""
+        commit conflicts, re-run ``build`` on the latest version (the handler's
+        retry policy bounds it)."""
         self._check_writable()
-        check_coordinator(self.manifest, self._handler, self.uri)
-        base = self._mfile
-        for attempt in range(MAX_OPERATION_RETRIES):
+        self._handler.bind(self.manifest, self.uri)
+        affected: dict = {}
+
+        def make(base: mf.ManifestFile) -> transaction_pb2.Transaction | None:
             view = self if base is self._mfile else Table(self._store, base, handler=self._handler,
                                                           max_rows_per_file=self.max_rows_per_file)
             view._affected = {}
             txn = build(view, base)
-            if txn is None:
-                return
-            try:
-                self._commit(txn, base, affected_rows=view._affected)
-                return
-            except CommitConflictError as exc:
-                log.info("%s: %s; re-running on the latest version (attempt %d)", self.uri, exc, attempt + 1)
-                base = self._handler.load(self._store)
-        raise TooMuchContentionError(f"{self.uri}: gave up after {MAX_OPERATION_RETRIES} conflicting attempts")
+            affected["rows"] = view._affected
+            return txn
+
+        def commit(txn: transaction_pb2.Transaction, base: mf.ManifestFile, deadline: float) -> mf.ManifestFile:
+            return self._commit_txn(txn, base, deadline, affected_rows=affected.get("rows"))
+
+        mfile = commit_operation(self._store, self._handler, self._mfile, make, commit=commit)
+        if mfile is not None:
+            self._mfile = mfile
+            self._load_schema()
 
     def _write(self, data, schema: pa.Schema | None = None, fields=None) -> list[table_pb2.DataFragment]:
         reader = ldata.to_reader(data, schema)
@@ -273,7 +284,7 @@ class Table:
     def append(self, data) -> "Table":
         """Append rows; their columns must match the table's (by name)."""
         self._check_writable()
-        check_coordinator(self.manifest, self._handler, self.uri)
+        self._handler.bind(self.manifest, self.uri)
         frags = self._write(data)
         if not frags:
             return self
@@ -289,7 +300,7 @@ class Table:
     def overwrite(self, data) -> "Table":
         """Replace every row; the new data may have a new schema."""
         self._check_writable()
-        check_coordinator(self.manifest, self._handler, self.uri)
+        self._handler.bind(self.manifest, self.uri)
         if isinstance(data, pa.Schema):
             schema, source = data, []
         else:
@@ -367,7 +378,7 @@ class Table:
         if isinstance(version, str):
             version = self.tags.get(version)["version"]
         self._check_writable()
-        check_coordinator(self.manifest, self._handler, self.uri)
+        self._handler.bind(self.manifest, self.uri)
         old = self._handler.load(self._store, version)
         latest = self._handler.load(self._store)
         txn = new_transaction(latest.version)
@@ -461,10 +472,7 @@ class Table:
 
         versions = self._handler.versions_after(self._store, 0)
         manifests = [self._handler.load(self._store, v) for v in versions]
-        protect: set[str] = set()
-        ms = getattr(self._handler, "ms", None)
-        if ms is not None:
-            protect = {r.path for r in ms.versions_after(self._handler.table_key, 0) if not r.is_final}
+        protect = self._handler.pending_paths()
         return remove_orphans(self._store, referenced_paths(self._store, manifests),
                               older_than if older_than is not None else DEFAULT_ORPHAN_AGE, protect, dry_run)
 
@@ -532,8 +540,7 @@ class Table:
         if isinstance(older_than, dt.timedelta) and older_than < dt.timedelta(0):
             raise InvalidArgumentError("older_than must not be negative")
         tags = {name: int(t["version"]) for name, t in self.tags.list().items()}
-        ms = getattr(self._handler, "ms", None)
-        staged = {r.path for r in ms.versions_after(self._handler.table_key, 0) if not r.is_final} if ms else set()
+        staged = self._handler.pending_paths()
         report = cleanup_old_versions(self._store, self._handler, older_than, tagged=tags, keep_tagged=keep_tagged,
                                       orphan_age=orphan_age, protect_staged=staged, dry_run=dry_run)
         if not dry_run:

@@ -16,17 +16,14 @@ block loads are read in one database transaction.
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass, field
 
-from commit import faults
 from commit import store as tstore
 from commit.builder import build_manifest
-from commit.errors import CommitConflictError
+from commit.errors import PartialTransactionError
+from commit.multi import TableVersion, commit_many
 from format import manifest as mf
 from format.protos import transaction_pb2
-from stores.errors import VersionExistsError
-from stores.manifest_store import VersionRecord
 
 from .errors import TransactionError
 
@@ -53,13 +50,15 @@ class _Staging:
             entry = self._by_table[id(table)] = _Staged(table)
             self.entries.append(entry)
         version = base.version + 1
+        table._handler.bind(base.manifest, table.uri)
         manifest = build_manifest(base.manifest, txn, version,
-                                  restore_from=restore_from.manifest if restore_from else None)
+                                  restore_from=restore_from.manifest if restore_from else None,
+                                  identity=table._handler.config())
         op = txn.WhichOneof("operation")
         index = None if op == "overwrite" else (restore_from.index_section if restore_from else base.index_section)
         data = mf.write_manifest(manifest, txn, index)
         entry.versions.append((version, data, txn))
-        return mf.ManifestFile(manifest, txn, index)
+        return mf.ManifestFile(manifest, txn, index, base.naming)
 
 
 class CatalogTransaction:
@@ -96,7 +95,8 @@ class CatalogTransaction:
             )
         ms = self.catalog.manifest_store
         version = self._snapshot_version(ms, uri)
-        table = Table.open(uri, version=version, commit_store=ms, storage_options=self.catalog.storage_options)
+        table = Table.open(uri, version=version, commit_store=ms, storage_options=self.catalog.storage_options,
+                           retry=self.catalog.retry)
         table._staging = self._staging
         self._tables[key] = table
         return table
@@ -131,42 +131,24 @@ class CatalogTransaction:
                 t._staging = None
 
     def commit(self) -> None:
-        """Reserve every staged version in one database transaction, then finish them."""
+        """Commit every staged version of every table at once (``commit.multi``)."""
         entries = [e for e in self._staging.entries if e.versions]
         if not entries:
             self.committed = True
             return
-        ms = self.catalog.manifest_store
-        records, finals = [], []
+        versions = []
         for e in entries:
             t = e.table
-            _, scheme = tstore.list_versions(t.store)
-            scheme = scheme or mf.NamingScheme.V2
+            scheme = t._mfile.naming or tstore.list_versions(t.store)[1] or mf.NamingScheme.V2
             for version, data, txn in e.versions:
-                final = tstore.manifest_path(version, scheme)
-                staged = f"{final}-{uuid.uuid4()}"
-                t.store.put(f"{tstore.TRANSACTIONS_DIR}/{mf.transaction_file_name(txn.read_version, txn.uuid)}",
-                            txn.SerializeToString())
-                t.store.put(staged, data)
-                records.append(VersionRecord(t._handler.table_key, version, staged, len(data), txn.uuid,
-                                             t._handler.incarnation))
-                finals.append((t, staged, final))
-        faults.point(faults.STAGED)
+                versions.append(TableVersion(t.uri, t.store, t._handler, version, data, txn, scheme))
         try:
-            ms.reserve_many(records)
-        except VersionExistsError as exc:
-            for t, staged, _ in finals:
-                t.store.delete(staged)
-            raise CommitConflictError(records[0].version, f"a table in the transaction changed concurrently: {exc}") from exc
-        faults.point(faults.RESERVED)
+            commit_many(self.catalog.manifest_store, versions, self._policy())
+        except PartialTransactionError:
+            self.committed = True
+            raise
         self.committed = True
-        for (t, staged, final), rec in zip(finals, records):
-            try:
-                t._handler._finish(t.store, rec, final)
-            except Exception as exc:  # noqa: BLE001 - decided; readers repair
-                log.warning("%s: version %d committed; finishing it failed (%s)", t.uri, rec.version, exc)
-        for e in entries:
-            try:
-                tstore.write_hint(e.table.store, e.versions[-1][0])
-            except Exception:  # noqa: BLE001
-                pass
+
+    def _policy(self):
+        tables = [e.table for e in self._staging.entries]
+        return tables[0]._handler.policy if tables else self.catalog.retry

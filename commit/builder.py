@@ -72,8 +72,13 @@ def build_manifest(
     data_format: str | None = None,
     restore_from: table_pb2.Manifest | None = None,
     stable_row_ids: bool | None = None,
+    identity: dict[str, str] | None = None,
 ) -> table_pb2.Manifest:
-    """The manifest of ``version``: ``prev`` (the latest) with ``txn`` applied."""
+    """The manifest of ``version``: ``prev`` (the latest) with ``txn`` applied.
+
+    ``identity`` (the commit handler's config: coordinator, store id,
+    incarnation) is written into the config of every manifest, so a table
+    from before an identity existed adopts one on its next write."""
     if prev is not None:
         mf.check_flags(prev, writing=True)
     op = txn.WhichOneof("operation")
@@ -165,6 +170,8 @@ def build_manifest(
     if stable:
         m.next_row_id = assign.next_row_id
     m.transaction_file = mf.transaction_file_name(txn.read_version, txn.uuid)
+    for k, v in (identity or {}).items():
+        m.config[k] = v
     mf.compute_flags(m, stable)
     return m
 

@@ -3,78 +3,45 @@
 A version is decided by the commit handler's single put-if-not-exists (the
 manifest path, or the external store's row).  When another writer wins first,
 the versions committed since our base are listed *through the handler* (the
-external store when there is one), their transactions checked against ours in
-order (``conflicts``), and ours is rebuilt on the newest one.  Retryable
-conflicts go back to the caller as :class:`CommitConflictError` so it can re-run
-the operation; incompatible ones raise :class:`IncompatibleTransactionError`.
-Retries are bounded by attempts and wall-clock time, with jittered backoff.
+external store when there is one), each checked to be of our table's
+incarnation, their transactions checked against ours in order
+(``conflicts``), and ours is rebuilt on the newest one.  Retryable conflicts
+go back to :func:`commit_operation`, which re-runs the operation on the latest
+version; incompatible ones raise :class:`IncompatibleTransactionError`.  Every
+loop is bounded by the one :class:`~commit.retry.RetryPolicy` (attempts and a
+shared wall-clock deadline, jittered backoff).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import numpy as np
-from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
-from tenacity import wait_random_exponential
+from tenacity import RetryError
 
 from format import manifest as mf
 from format.protos import table_pb2, transaction_pb2
+from stores.errors import ObjectNotFoundError
 from stores.object_store import ObjectStore
 
 from . import conflicts
 from . import store as tstore
 from .builder import build_manifest
-from .errors import CommitConflictError, CoordinatorMismatchError, IncompatibleTransactionError, TooMuchContentionError
-from .handlers import CONFIG_COORDINATOR, CONFIG_INCARNATION, CONFIG_STORE, CommitHandler, NativeCommitHandler
+from .errors import BaseVersionGoneError, CommitConflictError, IncompatibleTransactionError, TooMuchContentionError
+from .handlers import CommitHandler, NativeCommitHandler
+from .lineage import fingerprint
+from .retry import DEFAULT_POLICY, RetryPolicy
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class RetryPolicy:
-    """Bounds on retries: attempts, wall-clock seconds, and backoff."""
-
-    max_attempts: int = 200
-    max_seconds: float = 120.0
-    base_delay: float = 0.01
-    max_delay: float = 1.0
-
-    def retrying(self, exc_types) -> Retrying:
-        return Retrying(
-            stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_seconds),
-            wait=wait_random_exponential(multiplier=self.base_delay, max=self.max_delay),
-            retry=retry_if_exception_type(exc_types),
-            reraise=False,
-        )
+__all__ = ["RetryPolicy", "commit_operation", "commit_transaction", "fragment_live_rows", "new_transaction"]
 
 
 class _VersionTaken(Exception):
     pass
-
-
-def check_coordinator(manifest: table_pb2.Manifest, handler: CommitHandler, uri: str) -> None:
-    """Refuse to write a table coordinated by a different coordinator."""
-    recorded = manifest.config.get(CONFIG_COORDINATOR, "native")
-    if recorded != handler.kind:
-        raise CoordinatorMismatchError(
-            f"{uri} is coordinated by {recorded!r}"
-            + (f" ({manifest.config.get(CONFIG_STORE)})" if recorded != "native" else "")
-            + f", but this writer uses {handler.kind!r}; mixing coordinators loses commits. "
-            + ("Open it with commit_store=<that store's URL>." if recorded != "native" else "Open it without commit_store.")
-        )
-    if recorded != "native":
-        identity = manifest.config.get(CONFIG_STORE)
-        mine = handler.config().get(CONFIG_STORE)
-        if identity and mine and identity != mine:
-            raise CoordinatorMismatchError(
-                f"{uri} is coordinated by the {recorded} store {identity}, not {mine}"
-            )
-        inc = manifest.config.get(CONFIG_INCARNATION)
-        if inc and hasattr(handler, "adopt"):
-            handler.adopt(inc)
 
 
 def commit_transaction(
@@ -89,14 +56,25 @@ def commit_transaction(
     restore_from: mf.ManifestFile | None = None,
     affected_rows: dict[int, np.ndarray] | None = None,
     policy: RetryPolicy | None = None,
+    deadline: float | None = None,
 ) -> mf.ManifestFile:
-    """Commit ``txn`` built on ``base`` (None for a new table); returns the new manifest file."""
+    """Commit ``txn`` built on ``base`` (None for a new table); returns the new manifest file.
+
+    Raises:
+        CommitConflictError: a concurrent commit forces the operation to be re-run
+            (BaseVersionGoneError when ``base`` was cleaned up).
+        IncompatibleTransactionError: a concurrent commit makes ``txn`` impossible.
+        IncarnationMismatchError: the table was dropped and recreated since ``base`` was read.
+        CoordinatorMismatchError: the table is coordinated by another coordinator or store.
+        TooMuchContentionError: the policy's attempts or time ran out.
+        CommitOutcomeUnknownError: the store did not say whether the version was won."""
     handler = handler or NativeCommitHandler()
-    policy = policy or RetryPolicy()
+    policy = policy or handler.policy or DEFAULT_POLICY
+    deadline = deadline if deadline is not None else policy.deadline()
     op = txn.WhichOneof("operation")
     handler.check_store(store)  # before anything is written
     if base is not None:
-        check_coordinator(base.manifest, handler, store.uri)
+        handler.bind(base.manifest, store.uri)
         # the base's own file name tells the table's scheme (one LIST fewer per commit on S3)
         scheme = base.naming or tstore.list_versions(store)[1] or naming or mf.NamingScheme.V2
     else:
@@ -111,6 +89,7 @@ def commit_transaction(
         manifest = build_manifest(
             cur.manifest if cur else None, txn, target, data_format=data_format,
             restore_from=restore_from.manifest if restore_from else None, stable_row_ids=stable_row_ids,
+            identity=handler.config(),  # per attempt: a rebase may have bound the incarnation
         )
         if op == "overwrite":
             index = None
@@ -121,7 +100,9 @@ def commit_transaction(
         store.put(txn_path, txn.SerializeToString())
         data = mf.write_manifest(manifest, txn, index)
         try:
-            handler.commit(store, target, data, scheme, txn.uuid)
+            handler.commit(store, target, data, scheme, txn.uuid, cur, deadline)
+        except BaseVersionGoneError:
+            raise
         except CommitConflictError:
             if cur is None:
                 raise
@@ -131,10 +112,10 @@ def commit_transaction(
             tstore.write_hint(store, target)
         except Exception:  # noqa: BLE001 - the hint is advisory
             pass
-        result.append(mf.ManifestFile(manifest, txn, index, scheme))
+        result.append(mf.ManifestFile(manifest, txn, index, scheme, fingerprint(data)))
 
     try:
-        for try_ in policy.retrying(_VersionTaken):
+        for try_ in policy.retrying(_VersionTaken, deadline):
             with try_:
                 attempt()
     except RetryError as exc:
@@ -144,6 +125,62 @@ def commit_transaction(
         ) from None
     log.debug("committed %s as version %d of %s", op, result[0].version, store.uri)
     return result[0]
+
+
+def commit_operation(
+    store: ObjectStore,
+    handler: CommitHandler,
+    base: mf.ManifestFile,
+    build: Callable[[mf.ManifestFile], transaction_pb2.Transaction | None],
+    *,
+    commit: Callable[[transaction_pb2.Transaction, mf.ManifestFile, float], mf.ManifestFile] | None = None,
+    policy: RetryPolicy | None = None,
+) -> mf.ManifestFile | None:
+    """Build a transaction on ``base`` and commit it; when a concurrent commit
+    forces a re-run (CommitConflictError), reload the latest version and build
+    again, within the policy's attempts and one wall-clock budget.
+
+    ``build`` returns None when there is nothing to commit (then so does this).
+    ``commit`` (default :func:`commit_transaction`) commits one built
+    transaction on its base before the deadline."""
+    policy = policy or handler.policy or DEFAULT_POLICY
+    deadline = policy.deadline()
+
+    def default_commit(txn: transaction_pb2.Transaction, on: mf.ManifestFile, until: float) -> mf.ManifestFile:
+        return commit_transaction(store, txn, on, handler=handler, policy=policy, deadline=until)
+
+    run = commit or default_commit
+    state = {"base": base}
+    out: list[mf.ManifestFile | None] = []
+
+    def attempt() -> None:
+        try:
+            txn = build(state["base"])
+        except ObjectNotFoundError:
+            # a file of the version we read is gone: if the table was dropped and
+            # recreated, say that (IncarnationMismatchError) instead
+            handler.verify_base(store, state["base"])
+            raise
+        if txn is None:
+            out.append(None)
+            return
+        try:
+            out.append(run(txn, state["base"], deadline))
+        except CommitConflictError as exc:
+            log.info("%s: %s; re-running on the latest version", store.uri, exc)
+            state["base"] = handler.load(store)
+            raise
+
+    try:
+        for try_ in policy.retrying(CommitConflictError, deadline):
+            with try_:
+                attempt()
+    except RetryError as exc:
+        raise TooMuchContentionError(
+            f"{store.uri}: gave up after {exc.last_attempt.attempt_number} conflicting attempts "
+            f"({time.monotonic() - deadline + policy.max_seconds:.1f} s); try again later"
+        ) from None
+    return out[0]
 
 
 def _rebase(store: ObjectStore, handler: CommitHandler, txn: transaction_pb2.Transaction,
@@ -159,12 +196,17 @@ def _rebase(store: ObjectStore, handler: CommitHandler, txn: transaction_pb2.Tra
         raise CommitConflictError(newer[-1], f"versions after {base.version} are missing; re-run on the latest")
     for v in newer:
         newest = handler.load(store, v)
+        handler.check_lineage(newest.manifest, store.uri)
+        theirs = tstore.load_transaction(store, newest)
         try:
-            conflicts.check(txn, newest.transaction, base_frags, plan)
+            conflicts.check(txn, theirs, base_frags, plan)
         except conflicts.Incompatible as exc:
             raise IncompatibleTransactionError(f"{store.uri} version {v}: {exc}") from None
         except conflicts.RetryableConflict as exc:
             raise CommitConflictError(v, str(exc)) from None
+    # what we read after our base is the table's only if our base still is (a
+    # drop and recreate while we read would have replaced it)
+    handler.verify_base(store, base)
     if plan.needs_merge:
         try:
             conflicts.merge_deletions(store, txn, newest.manifest, affected or {}, plan.needs_merge)
@@ -177,5 +219,19 @@ def new_transaction(read_version: int) -> transaction_pb2.Transaction:
     return transaction_pb2.Transaction(read_version=read_version, uuid=str(uuid.uuid4()))
 
 
+#: the most rows a fragment can hold (row offsets are 32-bit in row addresses)
+MAX_FRAGMENT_ROWS = 2**32
+
+
 def fragment_live_rows(f: table_pb2.DataFragment) -> int:
-    return f.physical_rows - (f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0)
+    """Rows of ``f`` not deleted; CorruptFileError when the manifest's counts
+    cannot be true (more deleted than physical rows, or more rows than a
+    fragment can address)."""
+    deleted = f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0
+    if f.physical_rows > MAX_FRAGMENT_ROWS or deleted > f.physical_rows:
+        from format.errors import CorruptFileError
+
+        raise CorruptFileError(
+            None, f"fragment {f.id} has physical_rows={f.physical_rows} and {deleted} deleted rows in the manifest"
+        )
+    return f.physical_rows - deleted

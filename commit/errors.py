@@ -56,3 +56,39 @@ class UnrecoverableCommitError(CommitError):
 
 class CoordinatorMismatchError(CommitError):
     """The table is coordinated by another commit coordinator than this writer's."""
+
+
+class StoreIdentityMismatchError(CoordinatorMismatchError):
+    """The manifest store reached by this writer is not the one the table
+    records (another store, or the same address answering with a store that
+    lost its data)."""
+
+    def __init__(self, table: str, recorded_id: str, recorded_at: str | None, found_id: str, found_at: str) -> None:
+        self.table, self.recorded_id, self.found_id = table, recorded_id, found_id
+        super().__init__(
+            f"{table} is coordinated by the manifest store with id {recorded_id}"
+            + (f" (recorded at {recorded_at})" if recorded_at else "")
+            + f", but the store at {found_at} has id {found_id}: it is another store, or one that lost "
+            "its data. Point commit_store at the table's own store; do not write through this one"
+        )
+
+
+class BaseVersionGoneError(CommitConflictError):
+    """The version this writer read was removed (version clean-up) from a
+    table that is otherwise the same: the operation must be re-run on the
+    latest version."""
+
+
+class PartialTransactionError(CommitError):
+    """A multi-table transaction was decided in the manifest store, but a
+    writer outside the store took the version of some of its tables first
+    (their manifests are adopted as that writer's).  ``committed`` and
+    ``lost`` name the tables on each side."""
+
+    def __init__(self, committed: list[str], lost: list[str]) -> None:
+        self.committed, self.lost = committed, lost
+        super().__init__(
+            f"the transaction committed {committed} but a writer outside the manifest store took the versions "
+            f"of {lost} first; those tables do not hold this transaction's changes. Do not let writers commit "
+            "by URI around the store to tables used in multi-table transactions"
+        )

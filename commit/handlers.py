@@ -2,21 +2,40 @@
 
 * :class:`NativeCommitHandler`: the manifest path itself is created with the
   object store's put-if-not-exists (a hard link on local disk, ``If-None-Match``
-  on S3).  The directory listing is the source of truth.
+  on S3).  The directory listing is the source of truth.  Before the put the
+  writer proves that the version it read is still the table's (the lineage
+  check of :mod:`commit.lineage`), so a writer holding a dropped and recreated
+  table's view is refused.
 * :class:`ExternalCommitHandler`: the manifest is staged as
-  ``{final}-{uuid}``, the version is reserved in an external manifest store (the
-  commit point), then copied to its final name, the row flipped to the final
-  path and the staged object deleted.  Every step after the reservation is
-  repair: idempotent, and run by whoever gets there first (readers included).
+  ``{final}-{uuid}``, the version is reserved in an external manifest store
+  (the commit point), then *published*: created at its final name with
+  put-if-not-exists, the row flipped to the final path and the staged object
+  deleted.  Every step after the reservation is repair: idempotent, and run by
+  whoever gets there first (readers included).
+
+Writers outside the store (pylance by URI) create final names directly.  Every
+step that finds a final manifest already there compares its transaction uuid
+with the row's: the same -> ours, finished by someone else; another -> the
+version belongs to that writer, and the row is *adopted* for it (it now points
+to their manifest and their transaction).  A writer whose version was adopted
+away rebases and retries at the next version; it never acknowledges a commit
+whose manifest is not the one at the final name.  Readers also adopt foreign
+versions committed past the store's latest row.
+
+An ambiguous store error never deletes a staged manifest: the outcome is read
+back with the retry policy's patience (:meth:`RetryPolicy.read_back`), and is
+ours, theirs, or unknown (:class:`CommitOutcomeUnknownError`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from format import manifest as mf
+from format.protos import table_pb2
 from stores.errors import (
     AlreadyExistsError,
     AmbiguousStoreError,
@@ -32,51 +51,139 @@ from stores.object_store import ObjectStore
 from . import faults
 from . import store as tstore
 from .errors import (
+    BaseVersionGoneError,
     CommitConflictError,
     CommitOutcomeUnknownError,
+    CoordinatorMismatchError,
+    StoreIdentityMismatchError,
     TableNotFoundError,
     UnrecoverableCommitError,
     VersionNotFoundError,
 )
+from .lineage import CONFIG_INCARNATION, fingerprint_at, incarnation_of, transaction_uuid, transaction_uuid_of
+from .retry import DEFAULT_POLICY, RetryPolicy
 
 log = logging.getLogger(__name__)
 
 CONFIG_COORDINATOR = "tessera.commit.coordinator"
 CONFIG_STORE = "tessera.commit.store"
-CONFIG_INCARNATION = "tessera.commit.incarnation"
+CONFIG_STORE_ID = "tessera.commit.store_id"
+__all__ = [
+    "CONFIG_COORDINATOR", "CONFIG_INCARNATION", "CONFIG_STORE", "CONFIG_STORE_ID", "CommitHandler",
+    "ExternalCommitHandler", "NativeCommitHandler",
+]
 
 
+@runtime_checkable
 class CommitHandler(Protocol):
-    kind: str
+    """Everything the commit path and the catalog need from a coordinator.
 
-    def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str) -> None:
-        """Create ``version``; CommitConflictError if another writer has it."""
+    A handler serves one table.  It is *bound* to the table's identity (its
+    incarnation, and for an external store the store's id) by :meth:`bind`
+    when a manifest is loaded, and refuses writers whose view disagrees."""
+
+    #: "native", or the external store's kind ("sql", "redis", "dynamodb")
+    kind: str
+    #: the table's key in an external store (its normalised URI)
+    table_key: str
+    #: the table incarnation this handler writes (random until bound)
+    incarnation: str
+    #: retries, the shared wall-clock budget and read-back patience
+    policy: RetryPolicy
+
+    def check_store(self, store: ObjectStore) -> None:
+        """Refuse an object store that cannot decide commits, before anything is written.
+
+        Raises:
+            ConditionalWriteUnsupportedError: the store ignores put-if-not-exists."""
+
+    def config(self) -> dict[str, str]:
+        """The identity entries every manifest this handler writes carries:
+        coordinator, store id and URL, incarnation."""
+
+    def bind(self, manifest: table_pb2.Manifest, uri: str) -> None:
+        """Check that ``manifest`` is coordinated by this handler and adopt its identity.
+
+        Raises:
+            CoordinatorMismatchError: another coordinator (or another store) owns the table.
+            StoreIdentityMismatchError: the store at this address is not the recorded one.
+            IncarnationMismatchError: the handler is bound to another incarnation."""
+
+    def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str,
+               base: mf.ManifestFile | None, deadline: float | None = None) -> None:
+        """Create ``version`` from the manifest bytes ``data`` built on ``base``.
+
+        Returns only when the manifest at the final name is this writer's.
+
+        Raises:
+            CommitConflictError: another writer has the version (rebase and retry).
+            BaseVersionGoneError: ``base`` was cleaned up (re-run on the latest).
+            IncarnationMismatchError: the table was dropped and recreated since ``base`` was read.
+            CommitOutcomeUnknownError: the store did not answer within the read-back window;
+                nothing was deleted and a later open finishes the commit if it happened."""
+
+    def verify_base(self, store: ObjectStore, base: mf.ManifestFile) -> None:
+        """Check that ``base`` is still the table's version ``base.version``
+        (raises like :meth:`commit`)."""
+
+    def check_lineage(self, manifest: table_pb2.Manifest, uri: str) -> None:
+        """Refuse a manifest of another incarnation met while rebasing
+        (IncarnationMismatchError); adopt the incarnation when unbound."""
 
     def latest_version(self, store: ObjectStore) -> int:
-        """The latest committed version (finishing a half-done commit)."""
+        """The latest committed version (finishing a half-done commit).
+
+        Raises:
+            TableNotFoundError: no table."""
 
     def versions_after(self, store: ObjectStore, version: int) -> list[int]:
         """Committed versions newer than ``version``, ascending."""
 
     def load(self, store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
-        """The manifest of ``version`` (default: latest), repaired if needed."""
+        """The manifest of ``version`` (default: latest), repaired if needed.
 
-    def config(self) -> dict[str, str]:
-        """Entries recorded in a new table's config naming this coordinator."""
+        Raises:
+            TableNotFoundError, VersionNotFoundError, UnrecoverableCommitError."""
+
+    def table_exists(self, store: ObjectStore) -> bool:
+        """Whether the coordinator knows any version of the table."""
+
+    def repair(self, store: ObjectStore) -> list[str]:
+        """Finish every half-done commit; describe those that cannot be finished."""
+
+    def pending_paths(self) -> set[str]:
+        """Staged manifests that a clean-up must keep (rows not yet finished)."""
+
+    def close(self) -> None:
+        """Release connections held for this table."""
 
 
-def _txn_uuid_of(data: bytes) -> str | None:
-    try:
-        m = mf.read_manifest(data)
-    except Exception:  # noqa: BLE001 - unreadable means "cannot tell"
-        return None
-    return m.transaction.uuid if m.transaction is not None else None
+# ---------------------------------------------------------------------------- shared
+
+
+def _bind_incarnation(handler: "NativeCommitHandler | ExternalCommitHandler", manifest: table_pb2.Manifest,
+                      uri: str) -> None:
+    inc = incarnation_of(manifest)
+    if inc is None:
+        return  # a table from before incarnations (or a foreign writer dropped config): adopted on write
+    if handler.bound and inc != handler.incarnation:
+        raise IncarnationMismatchError(
+            f"{uri} version {manifest.version} belongs to incarnation {inc}, but this writer read incarnation "
+            f"{handler.incarnation}: the table was dropped and recreated since; reopen it"
+        )
+    handler.incarnation, handler.bound = inc, True
 
 
 class NativeCommitHandler:
     """Put-if-not-exists of the manifest path itself."""
 
     kind = "native"
+    table_key = ""
+
+    def __init__(self, policy: RetryPolicy | None = None) -> None:
+        self.policy = policy or DEFAULT_POLICY
+        self.incarnation = uuid.uuid4().hex
+        self.bound = False
 
     def check_store(self, store: ObjectStore) -> None:
         """An object store's conditional put is trusted only once it has been
@@ -86,33 +193,105 @@ class NativeCommitHandler:
 
             probe_conditional_put(store)
 
-    def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str) -> None:
-        self.check_store(store)
-        path = tstore.manifest_path(version, scheme)
-        try:
-            store.put_if_not_exists(path, data)
-        except AlreadyExistsError as exc:
-            raise CommitConflictError(version) from exc
-        except AmbiguousStoreError as exc:
-            # the create may have happened: read the object back and compare
-            try:
-                theirs = _txn_uuid_of(store.read(path))
-            except ObjectNotFoundError:
-                theirs = None
-                # not there: it did not happen (a lost create would be visible now)
-                try:
-                    store.put_if_not_exists(path, data)
-                    return
-                except AlreadyExistsError as again:
-                    theirs = _txn_uuid_of(store.read(path))
-                    if theirs != txn_uuid:
-                        raise CommitConflictError(version) from again
-                    return
-            if theirs == txn_uuid:
+    def config(self) -> dict[str, str]:
+        return {CONFIG_INCARNATION: self.incarnation}
+
+    def bind(self, manifest: table_pb2.Manifest, uri: str) -> None:
+        recorded = manifest.config.get(CONFIG_COORDINATOR, "native")
+        if recorded != "native":
+            raise CoordinatorMismatchError(
+                f"{uri} is coordinated by {recorded!r} ({manifest.config.get(CONFIG_STORE)}), but this writer "
+                "commits natively; mixing coordinators loses commits. Open it with commit_store=<that store's URL>."
+            )
+        _bind_incarnation(self, manifest, uri)
+
+    def check_lineage(self, manifest: table_pb2.Manifest, uri: str) -> None:
+        _bind_incarnation(self, manifest, uri)
+
+    # -- writing -----------------------------------------------------------------------
+
+    def verify_base(self, store: ObjectStore, base: mf.ManifestFile) -> None:
+        scheme = base.naming or tstore.list_versions(store)[1] or mf.NamingScheme.V2
+        path = tstore.manifest_path(base.version, scheme)
+        found = self.policy.read_back(lambda: fingerprint_at(store, path))
+        if found is not None and (base.fingerprint is None or found == base.fingerprint):
+            if base.fingerprint is not None:
                 return
-            if theirs is None:
-                raise CommitOutcomeUnknownError(f"creating {store.uri}/{path}: {exc}") from exc
-            raise CommitConflictError(version) from exc
+            # no fingerprint kept: compare whose manifest it is
+            current = tstore.load_manifest(store, base.version)
+            if transaction_uuid(current) == transaction_uuid(base) and transaction_uuid(base) is not None:
+                return
+        if found is None:
+            self._base_gone(store, base)
+        raise IncarnationMismatchError(
+            f"version {base.version} of {store.uri} is not the manifest this writer read: the table was dropped "
+            "and recreated since (nothing was written); reopen it"
+        )
+
+    def _base_gone(self, store: ObjectStore, base: mf.ManifestFile) -> None:
+        """The version we read is gone: cleaned up (same table: re-run on the
+        latest) or dropped with the table (refused)."""
+        try:
+            latest = tstore.load_manifest(store)
+        except TableNotFoundError:
+            raise IncarnationMismatchError(
+                f"{store.uri} was dropped since this writer read version {base.version} (nothing was written)"
+            ) from None
+        inc = incarnation_of(latest.manifest)
+        if inc is not None and self.bound and inc == self.incarnation and latest.version > base.version:
+            raise BaseVersionGoneError(
+                latest.version, f"version {base.version}, which this writer read, was cleaned up; re-run on the latest"
+            )
+        raise IncarnationMismatchError(
+            f"version {base.version} of {store.uri}, which this writer read, is gone and the table's latest "
+            f"version {latest.version} is of incarnation {inc}, not {self.incarnation if self.bound else 'unknown'}: "
+            "the table was dropped and recreated since (nothing was written); reopen it"
+        )
+
+    def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str,
+               base: mf.ManifestFile | None, deadline: float | None = None) -> None:
+        self.check_store(store)
+        if base is not None:
+            self.verify_base(store, base)
+        path = tstore.manifest_path(version, scheme)
+        for _ in range(3):
+            try:
+                store.put_if_not_exists(path, data)
+                return
+            except AlreadyExistsError as exc:
+                theirs = self._owner(store, path, deadline)
+                if theirs == txn_uuid:
+                    return  # an earlier attempt of ours whose reply was lost
+                raise CommitConflictError(version) from exc
+            except (AmbiguousStoreError, StoreUnavailableError) as exc:
+                # the create may have happened: read the object back and compare
+                theirs = self._owner(store, path, deadline, exc)
+                if theirs == txn_uuid:
+                    return
+                if theirs is not None:
+                    raise CommitConflictError(version) from exc
+                # not there: it did not happen (a lost create would be visible now); try again
+        raise CommitOutcomeUnknownError(f"creating {store.uri}/{path} kept failing; check the table's history")
+
+    def _owner(self, store: ObjectStore, path: str, deadline: float | None,
+               cause: BaseException | None = None) -> str | None:
+        """The transaction uuid of the manifest at ``path`` (None: absent;
+        "?" when it exists but names none)."""
+
+        def read() -> str | None:
+            try:
+                return transaction_uuid_of(store.read(path)) or "?"
+            except ObjectNotFoundError:
+                return None
+
+        try:
+            return self.policy.read_back(read, deadline)
+        except (AmbiguousStoreError, StoreUnavailableError) as exc:
+            raise CommitOutcomeUnknownError(
+                f"creating {store.uri}/{path}: {cause or exc}; reading it back failed too ({exc})"
+            ) from exc
+
+    # -- reading -----------------------------------------------------------------------
 
     def latest_version(self, store: ObjectStore) -> int:
         return tstore.latest_version(store)
@@ -124,18 +303,30 @@ class NativeCommitHandler:
     def load(self, store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
         return tstore.load_manifest(store, version)
 
-    def config(self) -> dict[str, str]:
-        return {}
+    def table_exists(self, store: ObjectStore) -> bool:
+        return bool(tstore.list_versions(store)[0])
+
+    def repair(self, store: ObjectStore) -> list[str]:
+        return []  # a native commit is one put: nothing is ever half done
+
+    def pending_paths(self) -> set[str]:
+        return set()
+
+    def close(self) -> None:
+        pass
 
 
 class ExternalCommitHandler:
-    """Stage, reserve in a manifest store, copy, flip, delete staged."""
+    """Stage, reserve in a manifest store, publish (create-only), flip, delete staged."""
 
-    def __init__(self, manifest_store: ManifestStore, table_key: str, incarnation: str | None = None) -> None:
+    def __init__(self, manifest_store: ManifestStore, table_key: str, incarnation: str | None = None,
+                 policy: RetryPolicy | None = None) -> None:
         self.ms = manifest_store
         self.kind = manifest_store.kind
         self.table_key = table_key
         self.incarnation = incarnation or uuid.uuid4().hex
+        self.bound = incarnation is not None
+        self.policy = policy or DEFAULT_POLICY
 
     def check_store(self, store: ObjectStore) -> None:
         """Nothing to probe: the external store decides commits."""
@@ -144,27 +335,97 @@ class ExternalCommitHandler:
         return {
             CONFIG_COORDINATOR: self.kind,
             CONFIG_STORE: self.ms.identity(),
+            CONFIG_STORE_ID: self.ms.store_id(),
             CONFIG_INCARNATION: self.incarnation,
         }
 
+    def bind(self, manifest: table_pb2.Manifest, uri: str) -> None:
+        cfg = manifest.config
+        recorded = cfg.get(CONFIG_COORDINATOR, "native")
+        if recorded != self.kind:
+            raise CoordinatorMismatchError(
+                f"{uri} is coordinated by {recorded!r}"
+                + (f" ({cfg.get(CONFIG_STORE)})" if recorded != "native" else "")
+                + f", but this writer uses {self.kind!r}; mixing coordinators loses commits. "
+                + ("Open it with commit_store=<that store's URL>." if recorded != "native"
+                   else "Open it without commit_store.")
+            )
+        self.check_store_identity(cfg, uri)
+        _bind_incarnation(self, manifest, uri)
+
+    def check_store_identity(self, cfg, uri: str) -> None:
+        """The store's own id must be the recorded one; tables from before
+        store ids were recorded by URL, which must then match (they record
+        the id on their next write)."""
+        recorded_id = cfg.get(CONFIG_STORE_ID)
+        if recorded_id:
+            mine = self.ms.store_id()
+            if recorded_id != mine:
+                raise StoreIdentityMismatchError(uri, recorded_id, cfg.get(CONFIG_STORE), mine, self.ms.identity())
+            return
+        recorded_url = cfg.get(CONFIG_STORE)
+        if recorded_url and recorded_url != self.ms.identity():
+            raise CoordinatorMismatchError(
+                f"{uri} is coordinated by the {self.kind} store {recorded_url}, not {self.ms.identity()}"
+            )
+
+    def check_lineage(self, manifest: table_pb2.Manifest, uri: str) -> None:
+        _bind_incarnation(self, manifest, uri)
+
+    def verify_base(self, store: ObjectStore, base: mf.ManifestFile) -> None:
+        """The store's row of ``base.version`` must still be the one read (a
+        reservation also checks its predecessor's incarnation, so commits
+        need not call this; rebases and failed reads do)."""
+        row = self.policy.read_back(lambda: self.ms.get(self.table_key, base.version))
+        mine = transaction_uuid(base)
+        if row is not None and (not self.bound or row.incarnation == self.incarnation) and (
+                mine is None or row.transaction_uuid == mine):
+            return
+        raise IncarnationMismatchError(
+            f"version {base.version} of {self.table_key} is not the one this writer read "
+            + ("(it is gone)" if row is None else f"(incarnation {row.incarnation}, transaction {row.transaction_uuid})")
+            + ": the table was dropped and recreated since (nothing was written); reopen it"
+        )
+
     # -- writing -----------------------------------------------------------------------
 
-    def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str) -> None:
+    def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str,
+               base: mf.ManifestFile | None, deadline: float | None = None) -> None:
+        final = tstore.manifest_path(version, scheme)
+        record = self.stage(store, version, data, scheme, txn_uuid)
+        self.reserve(store, record, deadline)
+        faults.point(faults.RESERVED)
+        self.complete(store, record, final, data, deadline)
+
+    def stage(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme,
+              txn_uuid: str) -> VersionRecord:
+        """Write the staged manifest; the record to reserve for it."""
         final = tstore.manifest_path(version, scheme)
         staged = f"{final}-{uuid.uuid4()}"
         store.put(staged, data)
         faults.point(faults.STAGED)
-        record = VersionRecord(self.table_key, version, staged, len(data), txn_uuid, self.incarnation)
-        self._reserve(store, record)
-        faults.point(faults.RESERVED)
-        try:
-            self._finish(store, record, final)
-        except (StoreError, OSError) as exc:
-            # the version is ours: a later reader or writer finishes the repair
-            log.warning("%s: version %d committed; finishing it failed (%s), a later open repairs it",
-                        store.uri, version, exc)
+        return VersionRecord(self.table_key, version, staged, len(data), txn_uuid, self.incarnation)
 
-    def _reserve(self, store: ObjectStore, record: VersionRecord) -> None:
+    def complete(self, store: ObjectStore, record: VersionRecord, final: str, data: bytes,
+                 deadline: float | None = None) -> None:
+        """After our reservation: publish, flip, delete staged.  Raises
+        CommitConflictError when a foreign writer's manifest took the final
+        name (the row is adopted for it), CommitOutcomeUnknownError when the
+        manifest could not be published within the read-back window."""
+        if not self.publish(store, record, final, data, deadline):
+            raise CommitConflictError(record.version, "a writer outside the manifest store committed it first")
+        faults.point(faults.COPIED)
+        try:
+            self.ms.flip(record.table_key, record.version, record.path, final)
+            faults.point(faults.FLIPPED)
+            store.delete(record.path)
+        except (StoreError, OSError) as exc:
+            # the final manifest is ours and in place: a later open flips the row
+            log.warning("%s: version %d committed; flipping its row failed (%s), a later open finishes it",
+                        store.uri, record.version, exc)
+
+    def reserve(self, store: ObjectStore, record: VersionRecord, deadline: float | None = None) -> None:
+        """Reserve ``record``; on an ambiguous answer, read it back with patience."""
         attempts = 0
         while True:
             attempts += 1
@@ -172,7 +433,7 @@ class ExternalCommitHandler:
                 self.ms.reserve(record)
                 return
             except VersionExistsError as exc:
-                row = self._read_back(record)
+                row = self._read_back(record, deadline, exc)
                 if row is not None and row.transaction_uuid == record.transaction_uuid:
                     return  # our own earlier attempt (a lost response) won
                 store.delete(record.path)  # unambiguous: another writer holds the version
@@ -181,7 +442,7 @@ class ExternalCommitHandler:
                 store.delete(record.path)
                 raise
             except (AmbiguousStoreError, StoreUnavailableError) as exc:
-                row = self._read_back(record)
+                row = self._read_back(record, deadline, exc)
                 if row is not None and row.transaction_uuid == record.transaction_uuid:
                     return
                 if row is not None:
@@ -194,28 +455,63 @@ class ExternalCommitHandler:
                         f"{record.path} is kept and a later open finishes the commit if it happened"
                     ) from exc
 
-    def _read_back(self, record: VersionRecord) -> VersionRecord | None:
-        for _ in range(3):
-            try:
-                return self.ms.get(record.table_key, record.version)
-            except (AmbiguousStoreError, StoreUnavailableError):
-                continue
-        raise CommitOutcomeUnknownError(
-            f"cannot read back version {record.version} of {self.table_key} to learn whether it was committed"
-        )
+    def _read_back(self, record: VersionRecord, deadline: float | None, cause: BaseException) -> VersionRecord | None:
+        try:
+            return self.policy.read_back(lambda: self.ms.get(record.table_key, record.version), deadline)
+        except (AmbiguousStoreError, StoreUnavailableError) as exc:
+            raise CommitOutcomeUnknownError(
+                f"cannot read back version {record.version} of {self.table_key} to learn whether it was committed "
+                f"({cause}; then {exc}); the staged manifest {record.path} is kept and a later open finishes the "
+                "commit if it happened"
+            ) from exc
 
-    def _finish(self, store: ObjectStore, record: VersionRecord, final: str) -> None:
-        """Copy staged -> final, flip the row, delete staged.  Idempotent."""
-        if not store.exists(final):
+    def publish(self, store: ObjectStore, record: VersionRecord, final: str, data: bytes | None,
+                deadline: float | None = None) -> bool:
+        """Create the row's manifest at ``final`` (create-only).  True when the
+        manifest there is the row's; False when it is a foreign writer's (the
+        row is then adopted for that writer and our staged copy deleted)."""
+
+        def attempt() -> str | None:
+            if data is not None:
+                try:
+                    store.put_if_not_exists(final, data)
+                    return record.transaction_uuid
+                except AlreadyExistsError:
+                    pass
+                except AmbiguousStoreError:
+                    pass  # read what is there
+                except OSError as exc:  # a local disk error: nothing was created, try again
+                    raise StoreUnavailableError(f"cannot write {store.uri}/{final}: {exc}") from exc
             try:
-                store.copy(record.path, final)
+                existing = store.read(final)
             except ObjectNotFoundError:
-                if not store.exists(final):
-                    raise UnrecoverableCommitError(record.version, record.path, store.uri)
-        faults.point(faults.COPIED)
-        self.ms.flip(record.table_key, record.version, record.path, final)
-        faults.point(faults.FLIPPED)
-        store.delete(record.path)
+                if data is None:
+                    raise UnrecoverableCommitError(record.version, record.path, store.uri) from None
+                raise AmbiguousStoreError(f"{store.uri}/{final} is not there yet") from None
+            return transaction_uuid_of(existing) or _foreign_id(existing)
+
+        try:
+            owner = self.policy.read_back(attempt, deadline)
+        except (AmbiguousStoreError, StoreUnavailableError) as exc:
+            raise CommitOutcomeUnknownError(
+                f"version {record.version} of {self.table_key} is reserved, but its manifest could not be "
+                f"published at {store.uri}/{final} ({exc}); the staged manifest {record.path} is kept and a later "
+                "open finishes the commit"
+            ) from exc
+        if owner == record.transaction_uuid:
+            return True
+        self._adopt_row(store, record, final, owner)
+        return False
+
+    def _adopt_row(self, store: ObjectStore, record: VersionRecord, final: str, owner: str) -> None:
+        adopted = self.ms.adopt(record.table_key, record.version, record.path, final, owner)
+        log.warning("%s: version %d was committed by a writer outside the manifest store (transaction %s); "
+                    "the store now records it as theirs%s", store.uri, record.version, owner,
+                    "" if adopted else " (someone else recorded it first)")
+        try:
+            store.delete(record.path)
+        except (StoreError, OSError):
+            pass  # an orphan: removed by clean-up
 
     # -- reading -----------------------------------------------------------------------
 
@@ -227,17 +523,53 @@ class ExternalCommitHandler:
         if cut < 0:
             raise UnrecoverableCommitError(record.version, record.path, store.uri)
         final = record.path[: cut + len(".manifest")]
-        if not store.exists(record.path) and not store.exists(final):
-            raise UnrecoverableCommitError(record.version, record.path, store.uri)
-        self._finish(store, record, final)
+        try:
+            data: bytes | None = store.read(record.path)
+        except ObjectNotFoundError:
+            data = None
+        if self.publish(store, record, final, data):
+            faults.point(faults.COPIED)
+            self.ms.flip(record.table_key, record.version, record.path, final)
+            faults.point(faults.FLIPPED)
+            if data is not None:
+                store.delete(record.path)
         return final
 
-    def latest_version(self, store: ObjectStore) -> int:
+    def _latest_row(self, store: ObjectStore) -> VersionRecord:
+        """The latest row, finished, after adopting versions that writers
+        outside the store committed past it."""
         row = self.ms.latest(self.table_key)
         if row is None:
             raise TableNotFoundError(f"no table {self.table_key} in the manifest store {self.ms.identity()}")
-        self._final_path(store, row)
-        return row.version
+        final = self._final_path(store, row)
+        scheme = mf.parse_manifest_name(final.rsplit("/", 1)[-1])
+        naming = scheme[1] if scheme else mf.NamingScheme.V2
+        while True:
+            nxt = tstore.manifest_path(row.version + 1, naming)
+            try:
+                data = store.read(nxt)
+            except ObjectNotFoundError:
+                return row
+            owner = transaction_uuid_of(data) or _foreign_id(data)
+            found = VersionRecord(self.table_key, row.version + 1, nxt, len(data), owner, row.incarnation)
+            try:
+                self.ms.reserve(found)
+                log.warning("%s: version %d was committed by a writer outside the manifest store "
+                            "(transaction %s); recorded it", store.uri, found.version, owner)
+            except VersionExistsError:
+                pass  # a writer reserved it meanwhile: its row is read below (and finished)
+            except StoreError as exc:
+                log.warning("%s: cannot record version %d committed outside the store (%s)",
+                            store.uri, found.version, exc)
+                return row
+            got = self.ms.get(self.table_key, found.version)
+            if got is None:
+                return row
+            self._final_path(store, got)
+            row = got
+
+    def latest_version(self, store: ObjectStore) -> int:
+        return self._latest_row(store).version
 
     def versions_after(self, store: ObjectStore, version: int) -> list[int]:
         rows = self.ms.versions_after(self.table_key, version)
@@ -246,12 +578,18 @@ class ExternalCommitHandler:
         return [r.version for r in rows]
 
     def load(self, store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
-        row = self.ms.latest(self.table_key) if version is None else self.ms.get(self.table_key, version)
+        if version is None:
+            row: VersionRecord | None = self._latest_row(store)
+        else:
+            row = self.ms.get(self.table_key, version)
+            if row is None:
+                latest = self.ms.latest(self.table_key)
+                if latest is not None and version > latest.version:
+                    self._latest_row(store)  # adopt foreign versions, then look again
+                    row = self.ms.get(self.table_key, version)
         if row is None:
-            if version is None:
-                raise TableNotFoundError(f"no table {self.table_key} in the manifest store {self.ms.identity()}")
             raise VersionNotFoundError(f"version {version} of {self.table_key} does not exist")
-        if row.incarnation != self.incarnation and self.incarnation_known:
+        if row.incarnation != self.incarnation and self.bound:
             raise IncarnationMismatchError(
                 f"{self.table_key} was dropped and recreated (incarnation {row.incarnation}, "
                 f"this handle has {self.incarnation}); reopen the table"
@@ -266,14 +604,13 @@ class ExternalCommitHandler:
             ) from exc
         mfile = mf.read_manifest(data, f"{store.uri}/{path}")
         mf.check_flags(mfile.manifest, writing=False)
+        from .lineage import fingerprint
+
+        mfile.fingerprint = fingerprint(data)
         return mfile
 
-    incarnation_known = False
-
-    def adopt(self, incarnation: str) -> None:
-        """Bind this handler to an existing table's incarnation."""
-        self.incarnation = incarnation
-        self.incarnation_known = True
+    def table_exists(self, store: ObjectStore) -> bool:
+        return self.ms.latest(self.table_key) is not None
 
     def repair(self, store: ObjectStore) -> list[str]:
         """Finish every half-done commit; report rows that cannot be finished."""
@@ -284,3 +621,14 @@ class ExternalCommitHandler:
             except UnrecoverableCommitError as exc:
                 problems.append(str(exc))
         return problems
+
+    def pending_paths(self) -> set[str]:
+        return {r.path for r in self.ms.versions_after(self.table_key, 0) if not r.is_final}
+
+    def close(self) -> None:
+        self.ms.close()
+
+
+def _foreign_id(data: bytes) -> str:
+    """An id for a foreign manifest that names no transaction (content hash)."""
+    return "foreign-" + hashlib.sha256(data).hexdigest()[:40]

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 
 from format import manifest as mf
+from format.protos import transaction_pb2
 from stores.errors import ObjectNotFoundError
 from stores.object_store import ObjectStore
 
 from .errors import TableNotFoundError, VersionNotFoundError
+from .lineage import fingerprint
 
 VERSIONS_DIR = "_versions"
 TRANSACTIONS_DIR = "_transactions"
@@ -54,6 +56,7 @@ def load_manifest(store: ObjectStore, version: int | None = None) -> mf.Manifest
         raise VersionNotFoundError(f"version {version} of {store.uri} vanished while being read") from exc
     mfile = mf.read_manifest(data, f"{store.uri}/{path}")
     mf.check_flags(mfile.manifest, writing=False)
+    mfile.fingerprint = fingerprint(data)
     if mfile.manifest.version != version:
         from format.errors import CorruptFileError
 
@@ -62,7 +65,30 @@ def load_manifest(store: ObjectStore, version: int | None = None) -> mf.Manifest
 
 
 def write_hint(store: ObjectStore, version: int) -> None:
+    """Write ``latest_version_hint.json`` as pylance does on local disk (on
+    object stores pylance writes none and nothing reads it: one request saved)."""
+    from stores.local import LocalObjectStore
+
+    if not isinstance(store, LocalObjectStore):
+        return
     try:
         store.put(HINT_FILE, json.dumps({"version": version}, separators=(",", ":")).encode())
     except OSError:
         pass  # advisory only
+
+
+def load_transaction(store: ObjectStore, mfile: mf.ManifestFile) -> transaction_pb2.Transaction | None:
+    """The transaction of a manifest: its inline copy, else the ``_transactions/``
+    file it names (pylance may write only the file); None if neither exists."""
+    if mfile.transaction is not None:
+        return mfile.transaction
+    name = mfile.manifest.transaction_file
+    if not name:
+        return None
+    path = f"{TRANSACTIONS_DIR}/{name}"
+    try:
+        data = store.read(path)
+    except ObjectNotFoundError:
+        return None
+    mfile.transaction = mf.read_transaction(data, f"{store.uri}/{path}")
+    return mfile.transaction

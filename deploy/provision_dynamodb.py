@@ -2,8 +2,10 @@
 """Create Tessera's DynamoDB manifest-store table (idempotent).
 
 The table has HASH key ``table_key`` (S) and RANGE key ``version`` (N) and is
-billed per request.  Running this again on an existing, correct table changes
-nothing; an existing table with other keys is reported and left alone.
+billed per request.  Once it is active, the store's id is created in it (one
+item under the reserved key ``tessera#store``, written only if absent) and
+printed.  Running this again on an existing, correct table changes nothing;
+an existing table with other keys is reported and left alone.
 
     python deploy/provision_dynamodb.py tessera-manifests --region us-east-1
     python deploy/provision_dynamodb.py tessera-manifests --region us-east-1 --endpoint-url http://127.0.0.1:5000
@@ -22,11 +24,11 @@ import sys
 from typing import Any
 
 try:
-    from stores.dynamodb_store import ensure_table, make_client
+    from stores.dynamodb_store import DynamoDBManifestStore, ensure_table, make_client
     from stores.errors import StoreError
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from stores.dynamodb_store import ensure_table, make_client
+    from stores.dynamodb_store import DynamoDBManifestStore, ensure_table, make_client
     from stores.errors import StoreError
 
 log = logging.getLogger("tessera.deploy.provision_dynamodb")
@@ -45,8 +47,10 @@ def create_table(
     point_in_time_recovery: bool = False,
     wait: bool = True,
 ) -> dict[str, Any]:
-    """Create the table if missing; return ``{"table", "created", "status",
-    "store_url"}``.  Raises StoreSchemaError when a table of that name exists
+    """Create the table if missing, and the store's id once the table is
+    active; return ``{"table", "created", "status", "store_url", "store_id"}``
+    (``store_id`` is None while the table is still being created, with
+    ``wait=False``).  Raises StoreSchemaError when a table of that name exists
     with other keys, botocore errors when AWS refuses."""
     client = make_client(
         region,
@@ -64,12 +68,15 @@ def create_table(
                 TableName=name, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
             )
         status = client.describe_table(TableName=name)["Table"].get("TableStatus", "?")
+        url = f"dynamodb:///{name}?region={client.meta.region_name}"
+        if endpoint_url:
+            url += f"&endpoint_url={endpoint_url}"
+        store_id = None
+        if status in ("ACTIVE", "UPDATING"):
+            store_id = DynamoDBManifestStore(client, name, url).store_id()
     finally:
         client.close()
-    url = f"dynamodb:///{name}?region={client.meta.region_name}"
-    if endpoint_url:
-        url += f"&endpoint_url={endpoint_url}"
-    return {"table": name, "created": created, "status": status, "store_url": url}
+    return {"table": name, "created": created, "status": status, "store_url": url, "store_id": store_id}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"{'created' if result['created'] else 'exists'}: {result['table']} ({result['status']})")
     print(f"store URL: {result['store_url']}")
+    if result["store_id"]:
+        print(f"store id: {result['store_id']}")
     return 0
 
 

@@ -6,8 +6,10 @@
     python deploy/provision_sql.py sqlite:///var/lib/tessera/manifests.db
     python deploy/provision_sql.py URL --check      # report the revision, change nothing
 
-Running it again is a no-op.  The password may be given through the
-TESSERA_SQL_PASSWORD environment variable instead of the URL.
+The upgrade to the head revision creates the store's id (a row of
+tessera_store_meta), which is printed.  Running it again is a no-op.  The
+password may be given through the TESSERA_SQL_PASSWORD environment variable
+instead of the URL.
 """
 
 from __future__ import annotations
@@ -46,9 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             current = sql_migrate.current_revision(url)
             print(f"{where}: revision {current or '(none)'}, head {head}")
+            if current == head:
+                print(f"store id: {sql_migrate.read_store_id(url) or '(none yet: created on first use)'}")
             return 0 if current == head else 3
         before = sql_migrate.current_revision(url)
         after = sql_migrate.upgrade(url, args.revision)
+        store_id = sql_migrate.ensure_store_id(url) if after == head else None
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -59,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{where}: already at revision {after} (head {head})")
     else:
         print(f"{where}: upgraded {before or '(empty)'} -> {after} (head {head})")
+    if store_id:
+        print(f"store id: {store_id}")
     return 0
 
 

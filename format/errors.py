@@ -56,3 +56,18 @@ class ColumnNotFoundError(FormatError, KeyError):
 
 class RowOutOfRangeError(FormatError, IndexError):
     """A requested row index or range lies outside the file."""
+
+
+class FileAccessError(FormatError, OSError):
+    """A local file that cannot be opened or read as a file: it is missing, a
+    directory, not readable, or its name is one the operating system refuses
+    (an embedded NUL byte, a name too long)."""
+
+
+class MissingFileError(FileAccessError, FileNotFoundError):
+    """A local file that does not exist."""
+
+
+class ClosedFileError(FormatError, ValueError):
+    """A read through a reader that was closed (a ValueError, as Python's own
+    I/O on a closed file)."""

@@ -47,6 +47,22 @@ def _as_batches(data) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
     )
 
 
+def _open_for_writing(path: "str | os.PathLike[str]"):
+    """``open(path, "wb")``, with every refusal of the path a FileAccessError."""
+    import errno
+
+    from .errors import FileAccessError, MissingFileError
+
+    try:
+        return open(path, "wb")
+    except FileNotFoundError as exc:  # the folder does not exist
+        raise MissingFileError(exc.errno, f"cannot create {os.fspath(path)!r}: {exc.strerror}") from exc
+    except OSError as exc:
+        raise FileAccessError(exc.errno, f"cannot create {os.fspath(path)!r}: {exc.strerror or exc}") from exc
+    except ValueError as exc:  # an embedded NUL byte
+        raise FileAccessError(errno.EINVAL, f"cannot create {os.fspath(path)!r}: {exc}") from exc
+
+
 class FileWriter:
     """Streams Arrow record batches into one Lance data file."""
 
@@ -64,7 +80,7 @@ class FileWriter:
         self.schema = schema
         self.fields = fields if fields is not None else lschema.fields_from_arrow(schema)
         self._own = isinstance(sink, (str, os.PathLike))
-        self._sink = open(sink, "wb") if self._own else sink
+        self._sink = _open_for_writing(sink) if self._own else sink
         self._container = ContainerWriter(self._sink, self.version)
         codec = _codec(self.version)
         self._encoders = []

@@ -12,13 +12,15 @@ each range; a local file also reads many ranges at once with ``read_joined``.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import threading
 from typing import Protocol, Sequence, runtime_checkable
 
 import pyarrow as pa
 
-from .errors import TruncatedFileError
+from .errors import ClosedFileError, FileAccessError, MissingFileError, TruncatedFileError
 
 Range = tuple[int, int]  # (offset, length)
 
@@ -71,11 +73,18 @@ class LocalFileReader(_BaseReader):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
-        self._fd: int | None = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        self._fd: int | None = None
+        self._fd = open_local_file(self.path)
         try:
-            self._size = os.fstat(self._fd).st_size
+            st = os.fstat(self._fd)
+            if not stat.S_ISREG(st.st_mode):
+                kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+                raise FileAccessError(errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL,
+                                      f"cannot read {self.path!r}: it is {kind}")
+            self._size = st.st_size
         except BaseException:
             os.close(self._fd)
+            self._fd = None
             raise
         self._mm = None
         self._whole: pa.Buffer | None = None
@@ -94,8 +103,11 @@ class LocalFileReader(_BaseReader):
             with self._lock:
                 if self._whole is None:
                     if self._fd is None and self._mm is None:
-                        raise ValueError(f"{self.path}: read of a closed file")
-                    self._mm = pa.memory_map(self.path, "r")
+                        raise ClosedFileError(f"{self.path}: read of a closed file")
+                    try:
+                        self._mm = pa.memory_map(self.path, "r")
+                    except OSError as exc:  # replaced or removed since it was opened
+                        raise FileAccessError(exc.errno or errno.EIO, f"cannot map {self.path!r}: {exc}") from exc
                     self._whole = self._mm.read_buffer(self._size)
                     if self._fd is not None:  # the mapping serves every read now: one descriptor, not two
                         os.close(self._fd)
@@ -183,6 +195,20 @@ class LocalFileReader(_BaseReader):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_local_file(path: str) -> int:
+    """A read-only descriptor of the local file ``path``; every way the
+    operating system (or Python) refuses the path is a FileAccessError
+    (MissingFileError when it does not exist)."""
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError as exc:
+        raise MissingFileError(exc.errno, f"{path!r} does not exist") from exc
+    except OSError as exc:  # a directory on some systems, permissions, a name too long, ...
+        raise FileAccessError(exc.errno, f"cannot open {path!r}: {exc.strerror or exc}") from exc
+    except ValueError as exc:  # an embedded NUL byte
+        raise FileAccessError(errno.EINVAL, f"cannot open {path!r}: {exc}") from exc
 
 
 class BytesReader(_BaseReader):

@@ -147,6 +147,9 @@ class ManifestFile:
     #: how the file was named (from its path), so a commit on top of it need
     #: not list ``_versions/`` to learn the table's scheme; None when unknown
     naming: NamingScheme | None = None
+    #: the file's size and last bytes as read (see ``commit.lineage``): proves
+    #: later that the version a writer read is still the table's; None when unknown
+    fingerprint: bytes | None = None
 
     @property
     def version(self) -> int:
@@ -188,8 +191,33 @@ def read_manifest(data: bytes, path: str | None = None) -> ManifestFile:
     if manifest.HasField("index_section"):
         index = bytes(_section(view, manifest.index_section, pos, path, "index section"))
         parse_proto(table_pb2.IndexSection, index, path, "IndexSection")  # validate
+    _check_timestamp(manifest, path)
     parsed = parse_manifest_name(path.rsplit("/", 1)[-1]) if path else None
     return ManifestFile(manifest, txn, index, parsed[1] if parsed else None)
+
+
+#: the range of a google.protobuf.Timestamp (0001-01-01 .. 9999-12-31 UTC)
+_TS_MIN, _TS_MAX = -62135596800, 253402300799
+
+
+def _check_timestamp(manifest: table_pb2.Manifest, path: str | None) -> None:
+    ts = manifest.timestamp
+    if not (_TS_MIN <= ts.seconds <= _TS_MAX and 0 <= ts.nanos < 1_000_000_000):
+        raise CorruptFileError(
+            path, f"manifest timestamp ({ts.seconds} s, {ts.nanos} ns) is outside the years 1..9999"
+        )
+
+
+def check_relative_path(path: str, field: str, where: str | None = None) -> str:
+    """``path`` if it is a usable relative object path (``a.lance``,
+    ``dir/a.lance``), else CorruptFileError naming the manifest ``field`` it
+    came from: empty, absolute, with an empty, ``.`` or ``..`` segment, or
+    with a NUL byte.  The file named need not exist."""
+    if not path or "\x00" in path or path.startswith("/") or any(
+        seg in ("", ".", "..") for seg in path.split("/")
+    ):
+        raise CorruptFileError(where, f"{field} {path!r} is not a relative file path inside the table")
+    return path
 
 
 def write_manifest(

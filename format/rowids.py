@@ -40,6 +40,7 @@ import numpy as np
 
 from .container import parse_proto
 from .errors import CorruptFileError, UnsupportedEncodingError
+from .manifest import check_relative_path
 from .protos import rowids_pb2, table_pb2
 
 INLINE_LIMIT = 200 * 1024  # Lance: "inline when under ~200 KB"
@@ -400,9 +401,10 @@ def read_sequence_bytes(source: ByteSource | None, frag: table_pb2.DataFragment,
     ext = getattr(frag, external)
     if source is None:
         raise CorruptFileError(ext.path, "an external sequence needs a store to read it from")
+    check_relative_path(ext.path, f"fragment {frag.id}: {external}.path")
     data = source.read(ext.path)
     end = ext.offset + ext.size if ext.size else len(data)
-    if end > len(data):
+    if end > len(data) or ext.offset > end:
         raise CorruptFileError(ext.path, f"sequence [{ext.offset}, {end}) runs past the file ({len(data)} bytes)")
     return data[ext.offset:end]
 

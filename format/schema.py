@@ -99,10 +99,16 @@ def arrow_type_of(logical: str, children: list["LanceField"] | None = None) -> p
             if bits == 256:
                 return pa.decimal256(precision, scale)
         if head == "fixed_size_binary" and len(parts) == 2:
-            return pa.binary(int(parts[1]))
+            width = int(parts[1])
+            if width <= 0:  # pa.binary(-1) would be the variable-width binary type
+                raise ValueError(f"byte width {width} is not positive")
+            return pa.binary(width)
         if head == "fixed_size_list" and len(parts) >= 3:
             inner = arrow_type_of(":".join(parts[1:-1]))
-            return pa.list_(pa.field("item", inner, True), int(parts[-1]))
+            size = int(parts[-1])
+            if size < 0:  # pa.list_(t, -1) would be a variable-size list
+                raise ValueError(f"list size {size} is negative")
+            return pa.list_(pa.field("item", inner, True), size)
     except (ValueError, IndexError, TypeError) as exc:
         raise UnsupportedTypeError(f"malformed Lance logical type {logical!r}: {exc}") from exc
     if logical == "struct":
@@ -251,6 +257,7 @@ def fields_from_protos(protos: Iterable[file_pb2.Field]) -> list[LanceField]:
     """Rebuild the field tree from flattened messages (parents before children)."""
     by_id: dict[int, LanceField] = {}
     roots: list[LanceField] = []
+    names: set[tuple[int, str]] = set()  # (parent id, name): siblings are told apart by name
     for p in protos:
         node = LanceField(
             id=p.id,
@@ -265,6 +272,11 @@ def fields_from_protos(protos: Iterable[file_pb2.Field]) -> list[LanceField]:
         )
         if node.id in by_id:
             raise CorruptFileError(None, f"schema has two fields with id {node.id}")
+        key = (p.parent_id if p.parent_id >= 0 else -1, p.name)
+        if key in names:
+            where = "at the top level" if key[0] < 0 else f"under field {key[0]}"
+            raise CorruptFileError(None, f"schema has two fields named {p.name!r} {where}")
+        names.add(key)
         by_id[node.id] = node
         if p.parent_id < 0:
             roots.append(node)

@@ -25,6 +25,21 @@ success.  A connection that cannot be opened is StoreUnavailableError; a
 write that times out, loses its connection or gets a 5xx after it was sent is
 AmbiguousStoreError.
 
+Timeouts.  ``io_timeout`` (seconds, default 10; ``read_timeout`` is accepted as
+an alias) is botocore's ``read_timeout``: a request whose reply (or the next
+part of it) does not arrive within ``io_timeout`` fails.  As botocore's
+retries are off and this store never repeats a timed-out request, that is the
+bound a caller sees: a write -> AmbiguousStoreError (read back), a read ->
+StoreUnavailableError.  ``connect_timeout`` (default 2) bounds opening a
+connection (a read whose connection could not be opened is tried twice).
+Answers that say "not applied" (throttling, transaction conflicts) are
+retried, ``max_attempts`` (default 8) times in all, with a backoff under a
+second each.  ``region``, ``endpoint_url``, ``io_timeout``,
+``connect_timeout`` and ``max_attempts`` may be query parameters of the URL or
+keyword arguments (a keyword argument wins; see :mod:`stores.store_options`);
+credentials may not be in the URL.  The identity names only the table, region
+and endpoint.
+
 Emulators: moto (5.2.5) evaluates TransactWriteItems conditions and reports
 cancellation reasons (with ALL_OLD items) correctly, but does not isolate
 concurrent requests: a cancelled transaction restores a deep copy of the whole
@@ -43,6 +58,7 @@ import os
 import random
 import re
 import time
+import uuid
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qsl, urlparse, urlunparse
@@ -55,7 +71,10 @@ from botocore.exceptions import (
     NoCredentialsError,
     ParamValidationError,
     PartialCredentialsError,
+    ReadTimeoutError,
 )
+
+from . import store_options
 
 from .dynamodb_table import (  # noqa: F401 - re-exported for callers of the store module
     ATTRIBUTE_DEFINITIONS,
@@ -65,6 +84,8 @@ from .dynamodb_table import (  # noqa: F401 - re-exported for callers of the sto
     key_schema_problem,
     make_client,
 )
+from .dynamodb_table import LAYOUT as STORE_LAYOUT
+from .dynamodb_table import STORE_ITEM_KEY
 from .errors import (
     AmbiguousStoreError,
     InvalidURIError,
@@ -93,6 +114,24 @@ _AUTH = {
     "ExpiredTokenException",
     "MissingAuthenticationTokenException",
     "InvalidClientTokenId",
+}
+
+
+#: the settings from_url takes as keyword arguments or URL query parameters
+_SETTINGS: dict[str, store_options.Converter] = {
+    "region": store_options.text,
+    "endpoint_url": store_options.text,
+    "io_timeout": store_options.seconds,
+    "connect_timeout": store_options.seconds,
+    "max_attempts": store_options.whole(1),
+}
+_ALIASES = {"read_timeout": "io_timeout"}
+_DEFAULTS: dict[str, Any] = {
+    "region": None,
+    "endpoint_url": None,
+    "io_timeout": 10.0,
+    "connect_timeout": 2.0,
+    "max_attempts": 8,
 }
 
 
@@ -133,17 +172,21 @@ class DynamoDBManifestStore:
         aws_secret_access_key: str | None = None,
         aws_session_token: str | None = None,
         profile_name: str | None = None,
-        connect_timeout: float = 2.0,
-        read_timeout: float = 10.0,
-        max_attempts: int = 8,
+        io_timeout: float | None = None,
+        read_timeout: float | None = None,
+        connect_timeout: float | None = None,
+        max_attempts: int | None = None,
         create: bool = False,
         check: bool = True,
     ) -> DynamoDBManifestStore:
         """Open ``dynamodb:///TABLE?region=us-east-1&endpoint_url=http://...``.
-        Explicit keyword arguments win over the query; credentials come from
-        the arguments, a profile or boto3's usual chain (environment, files,
-        instance role) - never from the URL.  ``create`` creates a missing
-        table; ``check`` verifies its key schema (StoreSchemaError)."""
+        ``region``, ``endpoint_url``, ``io_timeout`` (alias ``read_timeout``,
+        default 10 s), ``connect_timeout`` (2 s) and ``max_attempts`` (8) may
+        be query parameters; explicit keyword arguments win over the query.
+        Credentials come from the arguments, a profile or boto3's usual chain
+        (environment, files, instance role) - never from the URL.  ``create``
+        creates a missing table; ``check`` verifies its key schema
+        (StoreSchemaError)."""
         if not isinstance(url, str):
             raise InvalidURIError(f"not a DynamoDB URL: {url!r}")
         try:
@@ -158,16 +201,24 @@ class DynamoDBManifestStore:
         table = parsed.path.lstrip("/")
         if not _TABLE_NAME.match(table):
             raise InvalidURIError(f"DynamoDB URL {url!r}: table name {table!r} is not 3-255 of [A-Za-z0-9_.-]")
-        options: dict[str, str] = {}
-        for k, v in query:
-            if k not in ("region", "endpoint_url") or k in options:
+        for k, _ in query:
+            if k not in _SETTINGS and k not in _ALIASES and store_options.looks_like_ours(k, sorted(_SETTINGS)) is None:
                 raise InvalidURIError(
-                    f"DynamoDB URL {url!r}: unsupported or repeated parameter {k!r} "
-                    "(only region and endpoint_url; pass credentials as options or through the environment)"
+                    f"DynamoDB URL: unsupported parameter {k!r} (only {', '.join(sorted(_SETTINGS))}; "
+                    "pass credentials as options or through the environment)"
                 )
-            options[k] = v
-        region = region or options.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        endpoint_url = endpoint_url or options.get("endpoint_url") or None
+        settings, _ = store_options.resolve(
+            "DynamoDB store",
+            query,
+            {"region": region, "endpoint_url": endpoint_url, "io_timeout": io_timeout, "read_timeout": read_timeout,
+             "connect_timeout": connect_timeout, "max_attempts": max_attempts},
+            _SETTINGS,
+            _DEFAULTS,
+            _ALIASES,
+            strict=True,
+        )
+        region = settings["region"] or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        endpoint_url = settings["endpoint_url"]
         if endpoint_url:
             ep = urlparse(endpoint_url)
             if ep.scheme not in ("http", "https") or not ep.hostname:
@@ -183,15 +234,15 @@ class DynamoDBManifestStore:
             aws_secret_access_key=aws_secret_access_key,
             aws_session_token=aws_session_token,
             profile_name=profile_name,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
+            connect_timeout=settings["connect_timeout"],
+            read_timeout=settings["io_timeout"],
         )
         identity = f"dynamodb:///{table}?region={client.meta.region_name}"
         if endpoint_url:
             ep = urlparse(endpoint_url)
             netloc = ep.hostname + (f":{ep.port}" if ep.port else "")
             identity += "&endpoint_url=" + urlunparse((ep.scheme, netloc, ep.path, "", "", ""))
-        store = cls(client, table, identity, max_attempts=max_attempts)
+        store = cls(client, table, identity, max_attempts=settings["max_attempts"])
         if create:
             try:
                 ensure_table(client, table)
@@ -290,6 +341,36 @@ class DynamoDBManifestStore:
             old = exc.response.get("Item") or {}
             return old.get("path", {}).get("S") == final_path
 
+    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str,
+              transaction_uuid: str) -> bool:
+        """Point the row at a foreign writer's final manifest and transaction,
+        if it still holds ``expected_path`` (one conditional UpdateItem)."""
+        check_key(table_key)
+        check_version(version)
+        check_flip_paths(expected_path, final_path)
+        check_record(VersionRecord(table_key, version, final_path, 0, transaction_uuid, "x"))
+        try:
+            self._call(
+                "update_item",
+                write=True,
+                what=f"adopt {table_key} v{version}",
+                TableName=self._table,
+                Key={"table_key": {"S": table_key}, "version": {"N": str(version)}},
+                UpdateExpression="SET #p = :final, #t = :txn",
+                ConditionExpression="#p = :staged",
+                ExpressionAttributeNames={"#p": "path", "#t": "transaction_uuid"},
+                ExpressionAttributeValues={":final": {"S": final_path}, ":staged": {"S": expected_path},
+                                           ":txn": {"S": transaction_uuid}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return True
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise  # pragma: no cover
+            old = exc.response.get("Item") or {}
+            return (old.get("path", {}).get("S") == final_path
+                    and old.get("transaction_uuid", {}).get("S") == transaction_uuid)
+
     def get(self, table_key: str, version: int) -> VersionRecord | None:
         """The row of ``version`` (consistent read), or None."""
         check_key(table_key)
@@ -339,15 +420,68 @@ class DynamoDBManifestStore:
                 raise StoreUnavailableError(f"delete {table_key}: {len(pending)} rows still unprocessed after retries")
         return len(keys)
 
+    def store_id(self) -> str:
+        """This store's id: the ``store_id`` of the item under the reserved
+        key ``tessera#store`` / version 0, created on first use (or by
+        ``deploy/provision_dynamodb.py``) with a put conditional on the item's
+        absence, so concurrent first uses converge on one id.  Cached on this
+        object.
+
+        Raises StoreSchemaError when the table is missing or that item is not
+        Tessera's (another layout, no id), StoreUnavailableError when
+        unreachable, AmbiguousStoreError when the creating put's outcome is
+        unknown and the item cannot be read back (call again)."""
+        cached = getattr(self, "_store_id", None)
+        if cached is not None:
+            return cached
+        item = self._store_item()
+        if item is None:
+            try:
+                self._call(
+                    "put_item",
+                    write=True,
+                    what="create the store id",
+                    TableName=self._table,
+                    Item={
+                        **STORE_ITEM_KEY,
+                        "store_id": {"S": uuid.uuid4().hex},
+                        "layout": {"N": STORE_LAYOUT},
+                        "created_at": {"S": datetime.now(timezone.utc).isoformat(timespec="milliseconds")},
+                    },
+                    ConditionExpression="attribute_not_exists(#k)",
+                    ExpressionAttributeNames={"#k": "table_key"},
+                )
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise  # pragma: no cover - _call maps the others
+                log.debug("%s: another process created the store id first", self._identity)
+            except AmbiguousStoreError:
+                if self._store_item() is None:
+                    raise
+            item = self._store_item()
+            if item is None:  # pragma: no cover - deleted between the put and the read
+                raise StoreSchemaError(
+                    f"DynamoDB table {self._table} at {self._identity}: the store item vanished right after it was "
+                    "written; something is deleting it - stop it, then retry"
+                )
+        self._check_store_item(item)
+        self._store_id = item["store_id"]["S"]
+        return self._store_id
+
     def check(self) -> None:
         """DescribeTable: the table must exist, be usable and have the
-        (table_key S, version N) key schema."""
+        (table_key S, version N) key schema, names and attribute types; the
+        store item, when present, must record this layout
+        (StoreSchemaError / StoreUnavailableError otherwise)."""
         desc = self._call("describe_table", TableName=self._table)["Table"]
         problem = key_schema_problem(desc)
         if problem:
             raise StoreSchemaError(f"DynamoDB table {self._table} at {self._identity} {problem}")
         if desc.get("TableStatus") not in ("ACTIVE", "UPDATING"):
             raise StoreUnavailableError(f"DynamoDB table {self._table} is {desc.get('TableStatus')}")
+        item = self._store_item()
+        if item is not None:
+            self._check_store_item(item)
 
     def close(self) -> None:
         """Close the client's connection pool."""
@@ -360,6 +494,29 @@ class DynamoDBManifestStore:
         return f"DynamoDBManifestStore({self._identity!r})"
 
     # --------------------------------------------------------------- internals
+    def _store_item(self) -> dict[str, Any] | None:
+        """The item describing the store (consistent read), or None."""
+        return self._call("get_item", TableName=self._table, Key=STORE_ITEM_KEY, ConsistentRead=True).get("Item")
+
+    def _check_store_item(self, item: dict[str, Any]) -> None:
+        """StoreSchemaError unless ``item`` is a store item of this layout with an id."""
+        where = f"DynamoDB table {self._table} at {self._identity}: the store item (table_key 'tessera#store', version 0)"
+        layout = item.get("layout", {}).get("N")
+        if layout != STORE_LAYOUT:
+            newer = layout is not None and layout.isdigit() and int(layout) > int(STORE_LAYOUT)
+            raise StoreSchemaError(
+                f"{where} records layout {layout!r}, this Tessera reads and writes layout {STORE_LAYOUT!r}; "
+                + ("upgrade Tessera to a release that knows that layout" if newer
+                   else "the table was not written by Tessera - give Tessera its own table "
+                   f"({PROVISION_HINT})")
+            )
+        sid = item.get("store_id", {}).get("S")
+        if not sid:
+            raise StoreSchemaError(
+                f"{where} has no string 'store_id'; it was altered by hand - restore it from a backup, or delete it "
+                "to give this store a new id (tables bound to the old id will refuse it)"
+            )
+
     def _lost(self, record: VersionRecord, item: dict[str, Any] | None) -> None:
         if item and item.get("transaction_uuid", {}).get("S") == record.transaction_uuid:
             log.info("reserve %s v%s: the row already holds this transaction", record.table_key, record.version)
@@ -430,7 +587,8 @@ class DynamoDBManifestStore:
                         f"{what}: the request to {self._identity} failed after it was sent ({exc}); "
                         "it may or may not have been applied - read the row back"
                     ) from exc
-                if attempt < 2:
+                # a read that timed out is not repeated: the bound stays io_timeout
+                if attempt < 2 and not isinstance(exc, ReadTimeoutError):
                     _backoff(attempt)
                     continue
                 raise StoreUnavailableError(f"{what} on {self._identity} failed: {exc}") from exc

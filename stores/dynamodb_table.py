@@ -3,6 +3,13 @@ its key schema, an idempotent :func:`ensure_table` (used by
 ``deploy/provision_dynamodb.py`` and ``from_url(create=True)``), and the
 client every caller builds (:func:`make_client`: botocore retries off, short
 timeouts).
+
+Besides the version rows, the table holds one item describing the store
+itself, under :data:`STORE_ITEM_KEY` (``table_key`` ``tessera#store``,
+``version`` 0): ``store_id`` (a random uuid4 hex, written once by a
+conditional put), ``layout`` (:data:`LAYOUT`) and ``created_at``.  That key can
+never be a table's: table keys are normalised URIs (``s3://...``,
+``file:///...``), which the stores' argument checks enforce.
 """
 
 from __future__ import annotations
@@ -29,16 +36,38 @@ ATTRIBUTE_DEFINITIONS = [
     {"AttributeName": "version", "AttributeType": "N"},
 ]
 PROVISION_HINT = "create it with `python deploy/provision_dynamodb.py TABLE --region REGION`"
+
+#: the key of the item describing the store (never a normalised table URI)
+STORE_ITEM_KEY = {"table_key": {"S": "tessera#store"}, "version": {"N": "0"}}
+#: the version of the item layout described above
+LAYOUT = "1"
+
+_TYPE_NAMES = {"S": "S (string)", "N": "N (number)", "B": "B (binary)"}
+
+
 def key_schema_problem(description: dict[str, Any]) -> str | None:
-    """What is wrong with a DescribeTable ``Table`` for this store, or None."""
+    """What is wrong with a DescribeTable ``Table`` for this store, or None:
+    the key schema must be HASH ``table_key`` of type S and RANGE ``version``
+    of type N (a string version would order "9" after "12")."""
     keys = {k["KeyType"]: k["AttributeName"] for k in description.get("KeySchema", [])}
     types = {a["AttributeName"]: a["AttributeType"] for a in description.get("AttributeDefinitions", [])}
     found = ", ".join(f"{kind} key {name!r} ({types.get(name, '?')})" for kind, name in sorted(keys.items()))
     if keys == {"HASH": "table_key", "RANGE": "version"} and types.get("table_key") == "S" and types.get("version") == "N":
         return None
     msg = f"has {found or 'no key schema'}; Tessera needs HASH key 'table_key' (S) and RANGE key 'version' (N)"
+    if keys == {"HASH": "table_key", "RANGE": "version"}:
+        wrong = [
+            f"key attribute {name!r} is {_TYPE_NAMES.get(types.get(name, '?'), types.get(name, '?'))}, "
+            f"expected {_TYPE_NAMES[want]}"
+            for name, want in (("table_key", "S"), ("version", "N"))
+            if types.get(name) != want
+        ]
+        msg += " (" + "; ".join(wrong) + ")"
     if keys.get("HASH") == "base_uri":
         msg += " (this is a Lance external-manifest table, whose key omits the bucket; give Tessera its own table)"
+    else:
+        msg += ("; key types cannot be changed in place: give Tessera a new table "
+                f"({PROVISION_HINT}) and leave this one to whatever created it")
     return msg
 
 

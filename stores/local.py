@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import uuid
 from typing import BinaryIO
 
 from format.io import LocalFileReader, RangeReader
 
-from .errors import AlreadyExistsError, ObjectNotFoundError
+from .errors import AlreadyExistsError, InvalidURIError, ObjectNotFoundError
 
 
 def _fsync_dir(path: str) -> None:
@@ -79,33 +80,81 @@ class LocalObjectStore:
     """Objects are files under a root directory."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = os.path.abspath(os.fspath(root))
+        root = os.fspath(root)
+        if "\x00" in root:
+            raise InvalidURIError(f"table path {root!r} contains a NUL byte")
+        self.root = os.path.abspath(root)
         self.uri = self.root
 
     def _full(self, path: str) -> str:
+        if "\x00" in path:
+            raise InvalidURIError(f"object path {path!r} under {self.root} contains a NUL byte")
         full = os.path.normpath(os.path.join(self.root, path))
         if not (full == self.root or full.startswith(self.root + os.sep)):
-            raise ValueError(f"path {path!r} escapes the store root")
+            raise InvalidURIError(f"object path {path!r} escapes the store root {self.root}")
         return full
+
+    def _typed(self, exc: OSError, path: str, writing: bool = False) -> Exception | None:
+        """The store error for an OSError of an operation on ``path``; None
+        for errors this store does not translate (they propagate as they are)."""
+        where = f"{self.root}/{path}"
+        code = exc.errno
+        if code == errno.ENAMETOOLONG:
+            return InvalidURIError(f"{where}: a name in the path is too long for the local file system")
+        if writing and code in (errno.ENOTDIR, errno.EEXIST):
+            return InvalidURIError(f"cannot create {where}: a part of the path is a file, not a directory")
+        if code == errno.ENOENT:
+            return ObjectNotFoundError(f"{where} does not exist")
+        if code in (errno.EISDIR, errno.ENOTDIR):
+            return ObjectNotFoundError(f"{where} is not an object ({exc.strerror or exc})")
+        return None
 
     def read(self, path: str) -> bytes:
         try:
             with open(self._full(path), "rb") as f:
                 return f.read()
-        except FileNotFoundError as exc:
-            raise ObjectNotFoundError(f"{self.root}/{path} does not exist") from exc
+        except OSError as exc:
+            typed = self._typed(exc, path)
+            if typed is None:
+                raise
+            raise typed from exc
 
     def open_reader(self, path: str) -> RangeReader:
         try:
             return LocalFileReader(self._full(path))
-        except FileNotFoundError as exc:
-            raise ObjectNotFoundError(f"{self.root}/{path} does not exist") from exc
+        except OSError as exc:  # format.errors.FileAccessError is an OSError
+            typed = self._typed(exc, path)
+            if typed is None:
+                raise
+            raise typed from exc
+
+    def read_tail(self, path: str, length: int) -> tuple[bytes, int]:
+        """The last ``length`` bytes and the file's size (one open, fstat, pread)."""
+        try:
+            fd = os.open(self._full(path), os.O_RDONLY)
+        except OSError as exc:
+            typed = self._typed(exc, path)
+            if typed is None:
+                raise
+            raise typed from exc
+        try:
+            size = os.fstat(fd).st_size
+            n = min(length, size)
+            return os.pread(fd, n, size - n), size
+        finally:
+            os.close(fd)
 
     def size(self, path: str) -> int:
         try:
-            return os.path.getsize(self._full(path))
-        except FileNotFoundError as exc:
-            raise ObjectNotFoundError(f"{self.root}/{path} does not exist") from exc
+            st = os.stat(self._full(path))
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "Is a directory")
+            return st.st_size
+        except OSError as exc:
+            typed = self._typed(exc, path)
+            if typed is None:
+                raise
+            raise typed from exc
 
     def exists(self, path: str) -> bool:
         return os.path.exists(self._full(path))
@@ -113,8 +162,13 @@ class LocalObjectStore:
     def list(self, prefix: str) -> list[str]:
         try:
             return [e.name for e in os.scandir(self._full(prefix)) if e.is_file()]
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # nothing (or a file) there: no objects under it
             return []
+        except OSError as exc:
+            typed = self._typed(exc, prefix)
+            if typed is None:
+                raise
+            raise typed from exc
 
     def walk(self, prefix: str) -> list[tuple[str, int, float]]:
         base = self._full(prefix)
@@ -129,16 +183,32 @@ class LocalObjectStore:
                 out.append((os.path.relpath(full, self.root).replace(os.sep, "/"), st.st_size, st.st_mtime))
         return out
 
+    def _output(self, path: str) -> _AtomicOutput:
+        try:
+            return _AtomicOutput(self._full(path))
+        except OSError as exc:
+            typed = self._typed(exc, path, writing=True)
+            if typed is None:
+                raise
+            raise typed from exc
+
     def put(self, path: str, data: bytes) -> None:
-        with _AtomicOutput(self._full(path)) as f:
+        with self._output(path) as f:
             f.write(data)
 
     def put_if_not_exists(self, path: str, data: bytes) -> None:
         final = self._full(path)
         directory = os.path.dirname(final)
-        os.makedirs(directory, exist_ok=True)
         tmp = f"{final}.{uuid.uuid4().hex}.staging"
-        with open(tmp, "wb") as f:
+        try:
+            os.makedirs(directory, exist_ok=True)
+            f = open(tmp, "wb")
+        except OSError as exc:
+            typed = self._typed(exc, path, writing=True)
+            if typed is None:
+                raise
+            raise typed from exc
+        with f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -169,7 +239,7 @@ class LocalObjectStore:
             os.fsync(f.fileno())
 
     def open_output(self, path: str) -> BinaryIO:
-        return _AtomicOutput(self._full(path))  # type: ignore[return-value]
+        return self._output(path)  # type: ignore[return-value]
 
     def copy(self, src: str, dst: str) -> None:
         """Copy ``src`` to ``dst``, replacing ``dst`` atomically."""

@@ -56,6 +56,22 @@ class ManifestStore(Protocol):
         recorded in the tables it coordinates."""
         ...
 
+    def store_id(self) -> str:
+        """The store's own id: a random id (uuid4 hex) created once, when the
+        store is provisioned or first used, and kept inside the store's data
+        (SQL: a row of ``tessera_store_meta``; Redis: the ``{prefix}:store``
+        hash; DynamoDB: the item ``tessera#store`` / version 0), so the same
+        store reached through another address gives the same id and an empty
+        store answering at a known address gives a new one.  Concurrent first
+        uses converge on one id; later calls return it from a cache.  Never
+        seen or removed by the per-table methods.
+
+        Raises StoreSchemaError when the store's schema or its id record is
+        not Tessera's, StoreUnavailableError when unreachable,
+        AmbiguousStoreError when creating the id had an unknown outcome and it
+        cannot be read back (call again)."""
+        ...
+
     def reserve(self, record: VersionRecord) -> None:
         """Insert ``record`` if (table_key, version) is free and, beyond
         version 1, the previous version's row exists with the same incarnation.
@@ -69,6 +85,15 @@ class ManifestStore(Protocol):
         """Set the row's path to ``final_path`` if it still holds ``staged_path``.
         Returns True if the row now holds ``final_path`` (also when it already
         did), False if it holds something else or does not exist."""
+        ...
+
+    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str,
+              transaction_uuid: str) -> bool:
+        """Record that ``version`` belongs to a writer outside the store whose
+        manifest is at ``final_path``: set the row's path and transaction uuid
+        if the row still holds ``expected_path`` (the staged path of the
+        writer that reserved it).  Returns True if the row now holds
+        ``final_path`` and ``transaction_uuid`` (also when it already did)."""
         ...
 
     def get(self, table_key: str, version: int) -> VersionRecord | None:
@@ -117,6 +142,8 @@ def normalize_table_uri(uri: str) -> str:
 
     if not isinstance(uri, str) or not uri.strip():
         raise InvalidURIError(f"table URI must be a non-empty string, got {uri!r}")
+    if "\x00" in uri:
+        raise InvalidURIError(f"table URI {uri!r} contains a NUL byte")
     p = urlparse(uri)
     scheme = p.scheme.lower()
     if scheme in ("", "file"):
@@ -135,21 +162,49 @@ def normalize_table_uri(uri: str) -> str:
 
 def open_manifest_store(url: str, **options) -> ManifestStore:
     """Open a store by URL: ``redis://host:port/db``, ``dynamodb:///TABLE?region=..&endpoint_url=..``,
-    or any SQLAlchemy URL (``sqlite:///path.db``, ``postgresql+psycopg://...``, ``mysql+pymysql://...``)."""
+    or any SQLAlchemy URL (``sqlite:///path.db``, ``postgresql+psycopg://...``, ``mysql+pymysql://...``).
+
+    Each store's settings - ``io_timeout`` (how long to wait for an answer:
+    a write that gets none is AmbiguousStoreError, a read
+    StoreUnavailableError), ``connect_timeout``, and per store
+    ``busy_timeout_ms``, ``pool_size``, ``max_overflow``, ``pool_pre_ping``
+    (SQL), ``prefix``, ``wait_replicas``, ``wait_timeout_ms``,
+    ``max_connections`` (Redis), ``region``, ``endpoint_url``,
+    ``max_attempts`` (DynamoDB) - may be given as keyword ``options`` or as
+    query parameters of ``url`` (``...?io_timeout=5``).  A keyword argument
+    wins over the same setting in the URL.  Tessera's query parameters are
+    removed before the URL reaches the driver and never change the store's
+    identity.  A bad value is InvalidURIError when it is in the URL and
+    InvalidStorageOptionError when it is a keyword argument; an option the
+    store does not take is InvalidStorageOptionError.  See
+    :mod:`stores.store_options`."""
     if not isinstance(url, str) or "://" not in url:
         raise InvalidURIError(f"not a manifest store URL: {url!r}")
     scheme = url.split("://", 1)[0].lower()
+    opener = None
     if scheme in ("redis", "rediss", "unix"):
         from .redis_store import RedisManifestStore
 
-        return RedisManifestStore.from_url(url, **options)
-    if scheme == "dynamodb":
+        opener = RedisManifestStore.from_url
+    elif scheme == "dynamodb":
         from .dynamodb_store import DynamoDBManifestStore
 
-        return DynamoDBManifestStore.from_url(url, **options)
-    base = scheme.split("+", 1)[0]
-    if base in ("sqlite", "postgresql", "postgres", "mysql", "mariadb"):
+        opener = DynamoDBManifestStore.from_url
+    elif scheme.split("+", 1)[0] in ("sqlite", "postgresql", "postgres", "mysql", "mariadb"):
         from .sql_store import SqlManifestStore
 
-        return SqlManifestStore.from_url(url, **options)
+        opener = SqlManifestStore.from_url
+    if opener is not None:
+        import inspect
+
+        from .errors import InvalidStorageOptionError
+
+        accepted = [n for n in inspect.signature(opener).parameters if n != "url"]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise InvalidStorageOptionError(
+                f"{scheme} manifest store: unknown option(s) {', '.join(map(repr, unknown))} "
+                f"(accepted: {', '.join(accepted)})"
+            )
+        return opener(url, **options)
     raise InvalidURIError(f"unsupported manifest store scheme {scheme!r} in {url!r}")

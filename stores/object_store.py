@@ -26,6 +26,11 @@ class ObjectStore(Protocol):
 
     def size(self, path: str) -> int: ...
 
+    def read_tail(self, path: str, length: int) -> tuple[bytes, int]:
+        """The last ``length`` bytes of the object (all of it when shorter) and
+        its total size, in one request; ObjectNotFoundError if it is missing."""
+        ...
+
     def exists(self, path: str) -> bool: ...
 
     def list(self, prefix: str) -> list[str]:
@@ -68,6 +73,8 @@ def open_object_store(uri: str, storage_options: dict | None = None) -> ObjectSt
     uri = os.fspath(uri)
     if not uri.strip():
         raise InvalidURIError("table URI is empty")
+    if "\x00" in uri:
+        raise InvalidURIError(f"table URI {uri!r} contains a NUL byte")
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower()
     if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):

@@ -6,6 +6,14 @@ Layout, for a key prefix ``tessera`` (configurable) and table key ``K``:
   transaction_uuid, incarnation, created_at;
 * ``tessera:{K}:versions``: a sorted set of the table's versions (member and
   score = version), for ``latest`` and ``versions_after``.
+* ``tessera:store``: a hash describing the store itself: ``id`` (a random
+  uuid4 hex, created once by the first :meth:`~RedisManifestStore.store_id`
+  through a script that writes it only while absent, so concurrent first uses
+  converge on one id), ``layout`` (the version of this key layout, ``1``; a
+  store with another layout is refused by ``check``) and ``created_at``.  A
+  table key always holds a ``{`` so no table's keys can be this one, and
+  ``delete_table`` never touches it.  A Redis that lost its data answers with
+  a new id, which the tables bound to the old one refuse.
 
 The ``{K}`` hash tag keeps a table's keys in one slot, but Redis Cluster is not
 supported: the scripts derive row keys from the table's prefix instead of
@@ -34,6 +42,20 @@ StoreUnavailableError; a write whose connection drops or times out after the
 command was sent is AmbiguousStoreError.  redis-py's automatic retries are
 disabled, because a retried reservation whose first attempt landed would
 report someone else's win.
+
+Timeouts.  ``io_timeout`` (seconds, default 5; ``socket_timeout`` is accepted
+as an alias) is redis-py's ``socket_timeout``: every read and write on the
+socket gives up after it, so a command whose reply does not come within
+``io_timeout`` fails - a write with AmbiguousStoreError (read back), a read
+with StoreUnavailableError - and its connection is discarded.  Nothing is
+retried, so that is the bound a caller sees.  With ``wait_replicas`` the
+socket timeout is raised to at least ``wait_timeout_ms`` + 1 s, so it outlives
+the ``WAIT`` it carries.  ``connect_timeout`` (default 1; alias
+``socket_connect_timeout``) bounds opening a connection.  These, ``prefix``,
+``wait_replicas``, ``wait_timeout_ms`` and ``max_connections`` may be keyword
+arguments or query parameters (``redis://host:6379/0?io_timeout=2``; a
+keyword argument wins, see :mod:`stores.store_options`); they are removed
+before the URL reaches redis-py, and never appear in :meth:`identity`.
 """
 
 from __future__ import annotations
@@ -41,6 +63,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
@@ -54,11 +77,14 @@ from redis.retry import Retry
 
 from .errors import (
     AmbiguousStoreError,
+    InvalidStorageOptionError,
     InvalidURIError,
     StoreError,
+    StoreSchemaError,
     StoreUnavailableError,
     VersionExistsError,
 )
+from . import store_options
 from .manifest_checks import check_bound, check_flip_paths, check_key, check_record, check_version
 from .manifest_store import VersionRecord, predecessor_error
 
@@ -70,7 +96,59 @@ _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
 MAX_VERSION = 2**53 - 1
-_OUR_QUERY_OPTIONS = ("wait_replicas", "wait_timeout_ms", "prefix")
+
+
+def _key_prefix(value: Any) -> str:
+    prefix = store_options.text(value)
+    if any(c in prefix for c in "{}"):
+        raise ValueError("must not contain '{' or '}' (they delimit the table's hash tag)")
+    return prefix
+
+
+#: the settings from_url takes as keyword arguments or URL query parameters
+_SETTINGS: dict[str, store_options.Converter] = {
+    "prefix": _key_prefix,
+    "wait_replicas": store_options.whole(0),
+    "wait_timeout_ms": store_options.whole(0),
+    "io_timeout": store_options.seconds,
+    "connect_timeout": store_options.seconds,
+    "max_connections": store_options.whole(1),
+}
+_ALIASES = {"socket_timeout": "io_timeout", "socket_connect_timeout": "connect_timeout"}
+_DEFAULTS: dict[str, Any] = {
+    "prefix": "tessera",
+    "wait_replicas": 0,
+    "wait_timeout_ms": 1000,
+    "io_timeout": 5.0,
+    "connect_timeout": 1.0,
+    "max_connections": None,  # redis-py: unbounded
+}
+
+
+def _redis_query_keys() -> frozenset[str]:
+    """Query parameters redis-py itself accepts (passed on to it)."""
+    import inspect
+
+    from redis import connection as rc
+
+    keys = set(getattr(rc, "URL_QUERY_ARGUMENT_PARSERS", {}))
+    for cls in ("AbstractConnection", "Connection", "SSLConnection", "UnixDomainSocketConnection"):
+        init = getattr(getattr(rc, cls, None), "__init__", None)
+        if init is not None:
+            keys.update(inspect.signature(init).parameters)
+    return frozenset(keys - {"self", "kwargs", "args"})
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password (for messages)."""
+    try:
+        p = urlparse(url)
+        if p.password:
+            return urlunparse(p._replace(netloc=p.netloc.replace(f":{p.password}@", ":***@")))
+    except ValueError:
+        pass
+    return url
+
 _REFUSED = ("READONLY", "NOPERM", "NOAUTH", "WRONGPASS", "OOM", "LOADING", "MASTERDOWN", "MISCONF", "BUSY ")
 
 _RESERVE = """
@@ -132,7 +210,37 @@ class _Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
 
-_SCRIPTS = {name: _Script(src) for name, src in (("reserve", _RESERVE), ("flip", _FLIP), ("read", _READ), ("delete", _DELETE))}
+# a foreign writer's manifest took the final name: the row follows it (ARGV: staged, final, txn)
+_ADOPT = """
+local p = redis.call('HGET', KEYS[1], 'path')
+if not p then return 0 end
+if p == ARGV[2] then
+  if redis.call('HGET', KEYS[1], 'transaction_uuid') == ARGV[3] then return 1 end
+  return 0
+end
+if p ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'path', ARGV[2], 'transaction_uuid', ARGV[3])
+return 2
+"""
+
+_SCRIPTS = {name: _Script(src) for name, src in (("reserve", _RESERVE), ("flip", _FLIP), ("read", _READ),
+                                                  ("delete", _DELETE), ("adopt", _ADOPT))}
+
+#: the version of the key layout described in the module docstring
+LAYOUT = "1"
+
+# KEYS[1] = the store hash; ARGV[1] = a new id, ARGV[2] = our layout, ARGV[3] = created_at.
+# Writes the id only while there is none; returns {id, layout} as stored.
+_STORE = """
+local id = redis.call('HGET', KEYS[1], 'id')
+if not id then
+  redis.call('HSETNX', KEYS[1], 'layout', ARGV[2])
+  redis.call('HSET', KEYS[1], 'id', ARGV[1], 'created_at', ARGV[3])
+  id = ARGV[1]
+end
+return {id, redis.call('HGET', KEYS[1], 'layout') or ''}
+"""
+_SCRIPTS["store"] = _Script(_STORE)
 
 
 def _as_dict(row: Any) -> dict[str, str]:
@@ -168,9 +276,9 @@ class RedisManifestStore:
         wait_timeout_ms: int = 1000,
     ) -> None:
         if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
-            raise ValueError(f"wait_replicas must be a non-negative integer, got {wait_replicas!r}")
+            raise InvalidStorageOptionError(f"wait_replicas must be a non-negative integer, got {wait_replicas!r}")
         if isinstance(wait_timeout_ms, bool) or not isinstance(wait_timeout_ms, int) or wait_timeout_ms < 0:
-            raise ValueError(f"wait_timeout_ms must be a non-negative integer, got {wait_timeout_ms!r}")
+            raise InvalidStorageOptionError(f"wait_timeout_ms must be a non-negative integer, got {wait_timeout_ms!r}")
         self._pool = pool
         self._identity = identity
         self._prefix = prefix
@@ -185,66 +293,73 @@ class RedisManifestStore:
         prefix: str | None = None,
         wait_replicas: int | None = None,
         wait_timeout_ms: int | None = None,
-        connect_timeout: float = 1.0,
-        socket_timeout: float = 5.0,
+        io_timeout: float | None = None,
+        socket_timeout: float | None = None,
+        connect_timeout: float | None = None,
         max_connections: int | None = None,
         create: bool = False,
         check: bool = True,
     ) -> RedisManifestStore:
         """Open ``redis://[user:password@]host:port/db`` (also ``rediss://``,
-        ``unix://``).  ``prefix``, ``wait_replicas`` and ``wait_timeout_ms``
-        may also be given as query parameters.  With ``check`` the server is
-        pinged (StoreUnavailableError) and its durability settings logged.
+        ``unix://``).  The settings ``prefix`` (default ``tessera``),
+        ``wait_replicas`` (0), ``wait_timeout_ms`` (1000), ``io_timeout`` (5 s;
+        alias ``socket_timeout``), ``connect_timeout`` (1 s; alias
+        ``socket_connect_timeout``) and ``max_connections`` may also be given
+        as query parameters; a keyword argument wins over the query.  Bad
+        values are InvalidURIError (query) or InvalidStorageOptionError
+        (keyword).  With ``check`` the server is pinged
+        (StoreUnavailableError) and its durability settings logged.
         ``create`` is accepted for symmetry with the other stores: Redis needs
         no schema."""
         if not isinstance(url, str):
             raise InvalidURIError(f"not a Redis URL: {url!r}")
+        shown = _redacted(url)
         try:
             parsed = urlparse(url)
-            query = dict(parse_qsl(parsed.query, keep_blank_values=True))
+            items = parse_qsl(parsed.query, keep_blank_values=True)
             port = parsed.port
         except ValueError as exc:
-            raise InvalidURIError(f"malformed Redis URL {url!r}: {exc}") from None
+            raise InvalidURIError(f"malformed Redis URL {shown!r}: {exc}") from None
         if parsed.scheme not in ("redis", "rediss", "unix"):
-            raise InvalidURIError(f"not a Redis URL: {url!r}")
+            raise InvalidURIError(f"not a Redis URL: {shown!r}")
         if parsed.scheme != "unix" and not parsed.hostname:
-            raise InvalidURIError(f"Redis URL {url!r} names no host")
-        ours = {k: query.pop(k) for k in _OUR_QUERY_OPTIONS if k in query}
+            raise InvalidURIError(f"Redis URL {shown!r} names no host")
+        settings, rest = store_options.resolve(
+            "Redis store",
+            items,
+            {"prefix": prefix, "wait_replicas": wait_replicas, "wait_timeout_ms": wait_timeout_ms,
+             "io_timeout": io_timeout, "socket_timeout": socket_timeout, "connect_timeout": connect_timeout,
+             "max_connections": max_connections},
+            _SETTINGS,
+            _DEFAULTS,
+            _ALIASES,
+            driver_keys=_redis_query_keys(),
+        )
+        query = dict(rest)
         if parsed.scheme == "unix":
             db_text = query.get("db", "0")
         else:
             db_text = query.get("db") or parsed.path.strip("/")
         if db_text and not db_text.isdigit():
-            raise InvalidURIError(f"Redis database must be a number in {url!r}")
-        try:
-            wait_replicas = int(ours["wait_replicas"]) if wait_replicas is None and "wait_replicas" in ours else wait_replicas
-            wait_timeout_ms = (
-                int(ours["wait_timeout_ms"]) if wait_timeout_ms is None and "wait_timeout_ms" in ours else wait_timeout_ms
-            )
-        except ValueError as exc:
-            raise InvalidURIError(f"bad wait option in {url!r}: {exc}") from None
-        prefix = prefix if prefix is not None else ours.get("prefix", "tessera")
-        if not prefix or any(c in prefix for c in "{}"):
-            raise InvalidURIError(f"bad key prefix {prefix!r}")
-        wait_replicas = wait_replicas or 0
-        wait_timeout_ms = 1000 if wait_timeout_ms is None else wait_timeout_ms
-        if wait_replicas < 0 or wait_timeout_ms < 0:
-            raise InvalidURIError(f"wait_replicas and wait_timeout_ms must not be negative in {url!r}")
+            raise InvalidURIError(f"Redis database must be a number in {shown!r}")
+        prefix = settings["prefix"]
+        wait_replicas, wait_timeout_ms = settings["wait_replicas"], settings["wait_timeout_ms"]
+        socket_timeout = settings["io_timeout"]
         if wait_replicas:  # the socket must outlive the WAIT it carries
             socket_timeout = max(socket_timeout, wait_timeout_ms / 1000 + 1.0)
-        redis_url = urlunparse(parsed._replace(query=urlencode(query)))
+        redis_url = urlunparse(parsed._replace(query=urlencode(rest)))  # our settings never reach redis-py
         try:
             pool = redis.ConnectionPool.from_url(
                 redis_url,
                 decode_responses=True,
-                socket_connect_timeout=connect_timeout,
+                socket_connect_timeout=settings["connect_timeout"],
                 socket_timeout=socket_timeout,
                 retry=Retry(NoBackoff(), 0),
                 health_check_interval=0,
-                max_connections=max_connections,
+                max_connections=settings["max_connections"],
             )
         except (ValueError, TypeError) as exc:
-            raise InvalidURIError(f"malformed Redis URL {url!r}: {exc}") from None
+            raise InvalidURIError(f"malformed Redis URL {shown!r}: {exc}") from None
         if parsed.scheme == "unix":
             where = f"unix://{parsed.path}?db={db_text or 0}"
         else:
@@ -309,6 +424,24 @@ class RedisManifestStore:
         )
         return int(result) != 0
 
+    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str,
+              transaction_uuid: str) -> bool:
+        """Point the row at a foreign writer's final manifest and transaction,
+        if it still holds ``expected_path`` (one script)."""
+        check_key(table_key)
+        check_version(version, MAX_VERSION)
+        check_flip_paths(expected_path, final_path)
+        check_record(VersionRecord(table_key, version, final_path, 0, transaction_uuid, "x"))
+        result = self._script(
+            "adopt",
+            [self._row_key(table_key, version)],
+            [expected_path, final_path, transaction_uuid],
+            write=True,
+            what=f"adopt {table_key} v{version}",
+            wait_if=lambda r: r != 0,
+        )
+        return int(result) != 0
+
     def get(self, table_key: str, version: int) -> VersionRecord | None:
         """The row of ``version``, or None."""
         check_key(table_key)
@@ -343,13 +476,49 @@ class RedisManifestStore:
             )
         )
 
+    def store_id(self) -> str:
+        """This store's id: the ``id`` field of the ``{prefix}:store`` hash,
+        created on first use by a script that writes it only while absent (so
+        concurrent first uses converge on one id).  Cached on this object.
+
+        Raises StoreSchemaError when that key is not Tessera's store hash or
+        records another layout, StoreUnavailableError when unreachable or
+        refused, AmbiguousStoreError when the creating write's outcome is
+        unknown and the id cannot be read back (call again)."""
+        cached = getattr(self, "_store_id", None)
+        if cached is not None:
+            return cached
+        fields = self._store_fields()
+        if not fields.get("id"):
+            new = uuid.uuid4().hex
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            for attempt in range(2):
+                # the script only ever returns the id already there, so running it again after an
+                # unknown outcome is safe; with wait_replicas it also waits again for the replicas
+                try:
+                    sid, layout = self._script(
+                        "store", [self._store_key()], [new, LAYOUT, now], write=True, what="create the store id",
+                        wait_if=lambda r: True,
+                    )
+                    fields = {"id": sid, "layout": layout}
+                    break
+                except AmbiguousStoreError:
+                    if attempt:
+                        raise
+        self._check_layout(fields)
+        self._store_id = str(fields["id"])
+        return self._store_id
+
     def check(self) -> None:
-        """Ping the server and log a warning when acknowledged commits are not
-        durable (AOF off or not fsynced on every write, eviction enabled,
-        replicas without ``wait_replicas``).  Raises StoreUnavailableError
-        when unreachable.  Each problem is a warning once per process, then
-        debug."""
+        """Ping the server, verify the key layout recorded in the
+        ``{prefix}:store`` hash (when there is one) is this module's
+        (StoreSchemaError otherwise), and log a warning when acknowledged
+        commits are not durable (AOF off or not fsynced on every write,
+        eviction enabled, replicas without ``wait_replicas``).  Raises
+        StoreUnavailableError when unreachable.  Each durability problem is a
+        warning once per process, then debug."""
         self._command("PING")
+        self._check_layout(self._store_fields())
         for problem in self.durability_problems():
             with _warned_lock:
                 first = (self._identity, problem) not in _warned
@@ -408,6 +577,42 @@ class RedisManifestStore:
         return f"RedisManifestStore({self._identity!r})"
 
     # --------------------------------------------------------------- internals
+    def _store_key(self) -> str:
+        return f"{self._prefix}:store"
+
+    def _store_fields(self) -> dict[str, str]:
+        """The ``{prefix}:store`` hash ({} when absent); StoreSchemaError when
+        the key holds something else than a hash."""
+        key = self._store_key()
+        kind = self._command("TYPE", key)
+        if kind not in ("none", "hash"):
+            raise StoreSchemaError(
+                f"Redis at {self._identity}: key {key!r} is a {kind}, expected Tessera's store hash (id, layout); "
+                "another application uses this key prefix - give Tessera its own prefix (?prefix=...) or database"
+            )
+        return _as_dict(self._command("HGETALL", key)) if kind == "hash" else {}
+
+    def _check_layout(self, fields: dict[str, str]) -> None:
+        """StoreSchemaError unless the store hash (when present) records our layout."""
+        if not fields:
+            return  # nothing recorded yet: layout 1 (stores older than the hash) or an empty store
+        layout = fields.get("layout")
+        if layout != LAYOUT:
+            newer = bool(layout) and layout.isdigit() and int(layout) > int(LAYOUT)
+            raise StoreSchemaError(
+                f"Redis at {self._identity}: key {self._store_key()!r} records key layout {layout!r}, "
+                f"this Tessera reads and writes layout {LAYOUT!r}; "
+                + ("upgrade Tessera to a release that knows that layout" if newer
+                   else "the keys under this prefix were not written by Tessera - "
+                   "give Tessera its own prefix (?prefix=...) or database")
+            )
+        if not fields.get("id"):
+            raise StoreSchemaError(
+                f"Redis at {self._identity}: key {self._store_key()!r} has no 'id' field; "
+                "it was altered by hand - restore it from a backup, or delete it to give this store a new id "
+                "(tables bound to the old id will refuse it)"
+            )
+
     def _row_prefix(self, table_key: str) -> str:
         return f"{self._prefix}:{{{table_key}}}:v:"
 

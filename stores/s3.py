@@ -13,6 +13,30 @@ Not every S3-compatible store honours ``If-None-Match``; run
 Clients are cached per set of options (boto3 clients are thread-safe), so
 opening many tables on one endpoint shares connection pools.  Credentials not
 given in ``storage_options`` are resolved by boto3 once per process and profile.
+
+Timeouts.  The ``io_timeout`` storage option (alias ``read_timeout``;
+botocore's 60 s when not given) is botocore's ``read_timeout``: every wait for
+S3's reply, or for the next chunk of a body, gives up after it;
+``connect_timeout`` bounds opening a connection.  A request that times out
+is StoreUnavailableError for a read (and for the other requests, which may be
+repeated safely) and AmbiguousStoreError for a conditional create.  The bound
+a caller sees, for a server that stops answering:
+
+* reads, listings, plain PUTs, copies and deletes are retried by botocore
+  (standard mode, ``max_retries`` retries, default 2): at most
+  ``(max_retries + 1) * (connect_timeout + io_timeout)`` plus botocore's
+  backoff (at most 1 s before the first retry, 2 s before the second ...;
+  recent botocore waits 50 ms, 100 ms ... after a timeout);
+  ``max_retries=0`` gives one attempt.  A stall in the middle of a body is
+  not retried.
+* ``put_if_not_exists`` uses a client with botocore's retries off and makes at
+  most ``attempts`` (4) requests itself, each bounded by ``io_timeout``
+  (+ ``connect_timeout``), with a backoff under 0.15, 0.3, 0.6 s; it stops at
+  the first definite answer, so a single lost reply costs one ``io_timeout``.
+
+A PUT with a body (``put``, ``put_if_not_exists``, parts) may first wait up to
+1 s more: botocore sends ``Expect: 100-continue`` and waits that long for the
+server's go-ahead before sending the body anyway.
 """
 
 from __future__ import annotations
@@ -255,6 +279,19 @@ class S3ObjectStore:
             return self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except BOTO_ERRORS as exc:
             raise self._translate(exc, "read", key) from exc
+
+    def read_tail(self, path: str, length: int) -> tuple[bytes, int]:
+        """The last ``length`` bytes and the object's size: one ranged GET."""
+        key = self._key(path)
+        try:
+            resp = self._client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=-{max(1, int(length))}")
+            body = resp["Body"].read()
+        except BOTO_ERRORS as exc:
+            if self._status(exc) == 416:  # an empty object has no last byte
+                return b"", 0
+            raise self._translate(exc, "read", key) from exc
+        total = str(resp.get("ContentRange") or "").rpartition("/")[2]
+        return body, int(total) if total.isdigit() else len(body)
 
     def _head(self, key: str) -> dict[str, Any]:
         try:

@@ -12,8 +12,18 @@ Accepted keys (aliases in brackets): ``endpoint_url`` [``aws_endpoint``,
 ``aws_secret_access_key``, ``aws_session_token`` [``session_token``],
 ``profile`` [``aws_profile``], ``allow_http``, ``addressing_style``
 (``path``/``virtual``/``auto``) [``virtual_hosted_style_request``],
-``connect_timeout`` and ``read_timeout`` (seconds, or ``"5s"``/``"500ms"``),
-``max_retries`` and ``max_pool_connections``.
+``connect_timeout`` and ``io_timeout`` [``read_timeout``] (seconds, or
+``"5s"``/``"500ms"``), ``max_retries`` and ``max_pool_connections``.
+
+``io_timeout`` is how long a request waits for S3's reply, or for the next
+part of it (botocore's ``read_timeout``, 60 s when not given);
+``connect_timeout`` bounds opening a connection (botocore's default: 60 s).
+``max_retries`` is how many times botocore repeats a failed idempotent request
+(standard mode; default 2, so 3 attempts): a server that stops answering fails
+a read after at most ``(max_retries + 1) * (connect_timeout + io_timeout)``
+plus botocore's backoff between attempts (at most 1 s, 2 s, 4 s ...; recent
+botocore waits only 50 ms, 100 ms ... after a timeout).
+Conditional creates are never repeated by botocore (see :mod:`stores.s3`).
 
 ``allow_http`` only matters with an endpoint: an endpoint without a scheme
 gets ``http://`` when it is true and ``https://`` otherwise, and an explicit
@@ -46,7 +56,7 @@ _ALIASES: dict[str, str] = {
     "addressing_style": "addressing_style",
     "virtual_hosted_style_request": "virtual_hosted_style_request",
     "aws_virtual_hosted_style_request": "virtual_hosted_style_request",
-    "connect_timeout": "connect_timeout", "read_timeout": "read_timeout",
+    "connect_timeout": "connect_timeout", "read_timeout": "read_timeout", "io_timeout": "read_timeout",
     "max_retries": "max_retries", "max_pool_connections": "max_pool_connections",
 }
 

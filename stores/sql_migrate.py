@@ -51,7 +51,7 @@ _DEFAULT_DRIVERS = {
 }
 
 #: What to tell a user whose schema is missing or old.
-UPGRADE_HINT = "run `tessera store upgrade` or `python deploy/provision_sql.py URL`"
+UPGRADE_HINT = "run `python deploy/provision_sql.py URL` (or open the store with create=True)"
 
 
 def parse_sql_url(url: str | URL) -> URL:
@@ -64,10 +64,14 @@ def parse_sql_url(url: str | URL) -> URL:
     else:
         if not isinstance(url, str) or "://" not in url:
             raise InvalidURIError(f"not a SQL store URL: {url!r}")
+        if "\x00" in url:
+            raise InvalidURIError(f"SQL store URL {url!r} contains a NUL byte")
         try:
             parsed = sa.engine.make_url(url)
         except (sa_exc.ArgumentError, ValueError) as exc:
             raise InvalidURIError(f"malformed SQL store URL {url!r}: {exc}") from None
+    if any("\x00" in str(v) for v in (parsed.database, parsed.host, parsed.username, parsed.password) if v):
+        raise InvalidURIError("SQL store URL contains a NUL byte")
     drivername = _DEFAULT_DRIVERS.get(parsed.drivername, parsed.drivername)
     backend = drivername.split("+", 1)[0]
     if backend not in ("sqlite", "postgresql", "mysql", "mariadb"):
@@ -222,6 +226,37 @@ def downgrade(target: str | URL | Engine, revision: str) -> str | None:
         cfg.attributes.pop("connection", None)
         if owned:
             engine.dispose()
+
+
+def read_store_id(target: str | URL | Engine) -> str | None:
+    """The store id recorded in ``tessera_store_meta`` (written by migration
+    0003 or on the store's first use), or None when the table or its row is
+    not there yet.  Writes nothing; StoreUnavailableError when unreachable."""
+    from .sql_schema import GET_META, META_TABLE_NAME, STORE_ID_NAME
+
+    engine, owned = _engine(target)
+    try:
+        with engine.connect() as conn:
+            if not sa.inspect(conn).has_table(META_TABLE_NAME):
+                return None
+            return conn.execute(GET_META, {"n": STORE_ID_NAME}).scalar()
+    except sa_exc.OperationalError as exc:
+        raise StoreUnavailableError(f"cannot read the store id of {engine.url!r}: {exc.orig}") from exc
+    finally:
+        if owned:
+            engine.dispose()
+
+
+def ensure_store_id(url: str | URL) -> str:
+    """The store id of the database at ``url`` (at the head revision),
+    creating it if absent: see :meth:`stores.sql_store.SqlManifestStore.store_id`."""
+    from .sql_store import SqlManifestStore
+
+    store = SqlManifestStore.from_url(url, create=False)
+    try:
+        return store.store_id()
+    finally:
+        store.close()
 
 
 _LOCK_NAME = "tessera_migrations"

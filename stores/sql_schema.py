@@ -1,9 +1,16 @@
-"""Tessera's SQL manifest-store table: the typed mapping and its statements.
+"""Tessera's SQL manifest-store tables: the typed mappings, their statements
+and the schema check.
 
-The table is created and upgraded only by the Alembic migrations in
-``migrations/`` (revision 0001 mirrors :class:`ManifestVersionRow`; a test
-checks that autogenerate finds no difference).  The statements are built once;
-SQLAlchemy caches their compiled form per dialect.
+The tables are created and upgraded only by the Alembic migrations in
+``migrations/`` (revision 0001 mirrors :class:`ManifestVersionRow`, revision
+0003 :class:`StoreMetaRow`; a test checks that autogenerate finds no
+difference).  The statements are built once; SQLAlchemy caches their compiled
+form per dialect.
+
+:func:`schema_problems` compares a reflected table with its mapping by type
+affinity per backend (an integer column must be an integer type, a string
+column a string type long enough to hold what Tessera writes, byte-exact on
+MySQL/MariaDB), nullability, server defaults and the primary key.
 """
 
 from __future__ import annotations
@@ -19,6 +26,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from .manifest_checks import MAX_KEY_BYTES
 
 TABLE_NAME = "tessera_manifest_versions"
+#: the store's own facts (its id), one row per name; created by migration 0003
+META_TABLE_NAME = "tessera_store_meta"
+#: the row of :data:`META_TABLE_NAME` holding the store id
+STORE_ID_NAME = "store_id"
 MAX_ID_CHARS = 64
 _MYSQL = ("mysql", "mariadb")
 
@@ -69,7 +80,17 @@ class ManifestVersionRow(Base):
     created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), server_default=sa.func.now())
 
 
+class StoreMetaRow(Base):
+    """One fact about the store itself (``store_id`` -> a uuid4 hex); mirrors migration 0003."""
+
+    __tablename__ = META_TABLE_NAME
+
+    name: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(sa.String(255))
+
+
 _T = ManifestVersionRow.__table__  # type: ignore[attr-defined]
+_M = StoreMetaRow.__table__  # type: ignore[attr-defined]
 EXPECTED_COLUMNS = frozenset(c.name for c in _T.columns)
 RECORD_COLUMNS = (_T.c.table_key, _T.c.version, _T.c.path, _T.c.size, _T.c.transaction_uuid, _T.c.incarnation)
 
@@ -121,8 +142,110 @@ AFTER = (
     .order_by(_T.c.version.asc())
 )
 DELETE = sa.delete(_T).where(_T.c.table_hash == sa.bindparam("h"))
+#: the value of one meta row (``n``), and its insert (a duplicate name raises an integrity error)
+GET_META = sa.select(_M.c.value).where(_M.c.name == sa.bindparam("n"))
+PUT_META = sa.insert(_M).values(name=sa.bindparam("n"), value=sa.bindparam("val"))
+
+#: every table Tessera's manifest store needs, by name
+TABLES: dict[str, sa.Table] = {TABLE_NAME: _T, META_TABLE_NAME: _M}
 
 
 def table_hash(table_key: str) -> str:
     """The primary-key column derived from a table key."""
     return hashlib.sha256(table_key.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------- schema check
+def schema_problems(backend: str, table: sa.Table, columns: list[dict[str, Any]], pk: list[str]) -> list[str]:
+    """What is wrong with a reflected table (``Inspector.get_columns`` and the
+    primary key's columns, in order) compared with ``table``, one sentence per
+    problem naming the column, what was found and what Tessera expects (empty
+    when it matches).  ``backend`` is the URL's backend name."""
+    problems: list[str] = []
+    found = {c["name"]: c for c in columns}
+    for col in table.columns:
+        got = found.get(col.name)
+        if got is None:
+            problems.append(f"column {col.name!r} is missing (expected {expected_type(backend, col.type)})")
+            continue
+        why = type_problem(backend, col.type, got["type"])
+        if why:
+            problems.append(f"column {col.name!r} is {render_type(got['type'])}, expected {why}")
+        if not col.nullable and got.get("nullable", True):
+            problems.append(f"column {col.name!r} allows NULL, expected NOT NULL")
+        if col.server_default is not None and got.get("default") is None and not got.get("nullable", True):
+            problems.append(f"column {col.name!r} has no default, expected DEFAULT {_render_default(col)}")
+    extra = sorted(set(found) - set(table.columns.keys()))
+    if extra:
+        problems.append(f"unexpected column(s) {extra}")
+    want_pk = [c.name for c in table.primary_key.columns]
+    if list(pk) != want_pk:
+        problems.append(f"primary key is {list(pk)}, expected {want_pk}")
+    return problems
+
+
+def type_problem(backend: str, expected: sa.types.TypeEngine[Any], found: sa.types.TypeEngine[Any]) -> str | None:
+    """None when a column reflected as ``found`` holds what Tessera stores in a
+    column mapped as ``expected`` and compares it the way Tessera relies on;
+    otherwise what is expected instead (for an error message)."""
+    mysql_like = backend in _MYSQL
+    if isinstance(expected, sa.Integer):
+        if backend == "sqlite":  # any type with INTEGER affinity stores 64-bit integers
+            ok = isinstance(found, sa.Integer)
+        elif isinstance(expected, sa.BigInteger):
+            ok = isinstance(found, sa.BigInteger)
+        else:
+            ok = isinstance(found, sa.Integer)
+        return None if ok else expected_type(backend, expected)
+    if isinstance(expected, sa.DateTime):
+        ok = isinstance(found, sa.DateTime) or (backend == "sqlite" and isinstance(found, sa.String))
+        return None if ok else expected_type(backend, expected)
+    if isinstance(expected, (ExactString, sa.String)):
+        length = expected.length
+        if isinstance(expected, ExactString) and mysql_like:
+            # byte-exact comparisons: VARBINARY (BINARY pads with zero bytes) or a BLOB type
+            if isinstance(found, sa.VARBINARY):
+                ok = found.length is None or length is None or found.length >= length
+            else:
+                ok = type(found).__name__ in ("BLOB", "MEDIUMBLOB", "LONGBLOB")
+            return None if ok else expected_type(backend, expected)
+        if not isinstance(found, sa.String) or isinstance(found, (sa.CHAR, sa.NCHAR)) or isinstance(found, sa.Enum):
+            return expected_type(backend, expected)
+        if backend == "sqlite":  # TEXT affinity; SQLite does not enforce declared lengths
+            return None
+        if length is not None and found.length is not None and found.length < length:
+            return expected_type(backend, expected)
+        return None
+    return None if type(found) is type(expected) else expected_type(backend, expected)  # pragma: no cover
+
+
+def expected_type(backend: str, expected: sa.types.TypeEngine[Any]) -> str:
+    """How to declare a column of type ``expected`` on ``backend`` (for messages)."""
+    if isinstance(expected, sa.Integer):
+        if backend == "sqlite":
+            return "an integer type (INTEGER or BIGINT)"
+        return "BIGINT" if isinstance(expected, sa.BigInteger) else "an integer type"
+    if isinstance(expected, sa.DateTime):
+        return "a timestamp type (TIMESTAMP WITH TIME ZONE / DATETIME)"
+    length = getattr(expected, "length", None)
+    if isinstance(expected, ExactString) and backend in _MYSQL:
+        return f"VARBINARY({length}) (byte-exact: the default collations ignore case and trailing spaces)"
+    if backend == "sqlite":
+        return f"a text type (VARCHAR({length}) or TEXT)"
+    return f"VARCHAR({length}) or TEXT" if length else "a text type"
+
+
+def render_type(found: sa.types.TypeEngine[Any]) -> str:
+    """A reflected type as SQL (``VARCHAR(32)``), or its class name."""
+    try:
+        text = str(found)
+    except Exception:  # noqa: BLE001 - types that do not compile on the default dialect
+        text = ""
+    if not text or text == "NULL":
+        return "untyped" if isinstance(found, sa.types.NullType) else type(found).__name__
+    return text
+
+
+def _render_default(col: sa.Column[Any]) -> str:
+    arg = getattr(col.server_default, "arg", None)
+    return "CURRENT_TIMESTAMP" if arg is not None and "now" in str(arg).lower() else str(arg)

@@ -33,17 +33,56 @@ Errors: failing to connect is StoreUnavailableError; a write whose connection
 drops after the statement was sent is AmbiguousStoreError (the caller reads
 the row back); a missing or foreign table is StoreSchemaError.
 
+Timeouts.  ``io_timeout`` (seconds, default 30) bounds how long one attempt of
+an operation waits for the database's answers; ``connect_timeout`` (default 5)
+bounds opening a connection.  Both, like ``busy_timeout_ms``, ``pool_size``,
+``max_overflow`` and ``pool_pre_ping``, may be given as keyword arguments or
+in the URL's query (``postgresql+psycopg://u@host/db?io_timeout=5``; see
+:mod:`stores.store_options`: our parameters are removed before SQLAlchemy
+passes the rest to the driver, and a keyword argument wins over the URL).
+
+* PostgreSQL (libpq has no read timeout): every attempt gets a deadline,
+  ``io_timeout`` after it has a connection, covering the pool's liveness ping
+  and the statements.  A process-wide watchdog thread shuts the connection's socket
+  down (``shutdown(2)`` on a duplicate of libpq's descriptor) when the deadline
+  passes, so the blocked driver call fails at once; that connection is then
+  invalidated, never returned to the pool.  The server is also given
+  ``statement_timeout`` = 90 % of ``io_timeout`` (as a ``-c`` startup option,
+  merged with any ``options`` in the URL), so a statement the server itself is
+  slow to run (waiting on a lock) is cancelled by the server first: SQLSTATE
+  57014 is a definite answer, the write was not applied (StoreUnavailableError,
+  not ambiguous).  TCP keepalives and ``tcp_user_timeout`` still detect a dead
+  peer.  Behind PgBouncer, allow the ``options`` startup parameter.
+* MySQL/MariaDB: pymysql's ``read_timeout``/``write_timeout`` = ``io_timeout``
+  bound every socket read and write, so each reply (set them through
+  ``io_timeout``, not in the URL).
+* SQLite: lock waits are bounded by ``busy_timeout_ms``; ``io_timeout`` is
+  accepted and has no effect.
+
+A write whose reply does not come within ``io_timeout`` is AmbiguousStoreError
+(read back); such a read is StoreUnavailableError and is not retried, so a
+store call waits about ``io_timeout`` at most for a server that stopped
+answering (plus ``connect_timeout`` - psycopg's minimum is 2 s - when a new
+connection has to be opened).  Reads that fail fast (a dropped connection, a
+deadlock) are retried twice; writes only when the database reported that
+nothing was applied.
+
 SQLite (the embedded default) runs in WAL mode with ``synchronous=FULL`` and
 a ``busy_timeout``; it coordinates processes on one host only.
 """
 
 from __future__ import annotations
 
+import heapq
 import inspect
+import itertools
 import logging
 import os
 import random
+import socket
+import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -53,10 +92,11 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Engine
 
-from . import sql_migrate
+from . import sql_migrate, store_options
 from .errors import (
     AmbiguousStoreError,
     IncarnationMismatchError,
+    InvalidURIError,
     StoreSchemaError,
     StoreUnavailableError,
     VersionExistsError,
@@ -78,6 +118,8 @@ from .sql_schema import (  # noqa: F401 - Base, ManifestVersionRow and TABLE_NAM
     ManifestVersionRow,
     table_hash,
 )
+
+from .sql_schema import GET_META, META_TABLE_NAME, PUT_META, STORE_ID_NAME, TABLES, schema_problems  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +147,206 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_dispose_after_fork)
 
 
+# ----------------------------------------------------- settings and deadlines
+#: the settings from_url takes as keyword arguments or URL query parameters
+_SETTINGS: dict[str, store_options.Converter] = {
+    "io_timeout": store_options.seconds,
+    "connect_timeout": store_options.seconds,
+    "busy_timeout_ms": store_options.whole(0),
+    "pool_size": store_options.whole(0),
+    "max_overflow": store_options.whole(-1),
+    "pool_pre_ping": store_options.flag,
+}
+_DEFAULTS: dict[str, Any] = {
+    "io_timeout": 30.0,
+    "connect_timeout": 5.0,
+    "busy_timeout_ms": 10_000,
+    "pool_size": 5,
+    "max_overflow": 10,
+    "pool_pre_ping": True,
+}
+#: the server cancels a statement after this share of io_timeout, so its definite
+#: "cancelled" answer (57014: not applied) arrives before the client's deadline
+_STATEMENT_TIMEOUT_SHARE = 0.9
+#: query parameters SQLAlchemy's SQLite dialect reads itself
+_SQLITE_QUERY_KEYS = frozenset(
+    {"timeout", "isolation_level", "detect_types", "check_same_thread", "cached_statements", "uri",
+     "mode", "cache", "vfs", "immutable", "nolock", "psow", "modeof"}
+)
+#: MySQL URL parameters that io_timeout sets (a second knob would silently lose)
+_MYSQL_IO_KEYS = ("read_timeout", "write_timeout")
+
+
+def _driver_keys(backend: str) -> frozenset[str]:
+    """Query parameters the backend's driver (or SQLAlchemy's dialect) accepts:
+    they are passed on even when they look like one of ours."""
+    if backend == "postgresql":
+        try:
+            import psycopg
+
+            return frozenset(o.keyword.decode() for o in psycopg.pq.Conninfo.get_defaults())
+        except Exception:  # noqa: BLE001 - no psycopg: create_sql_engine reports the missing driver
+            return frozenset({"tcp_user_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+                              "keepalives_count", "options", "application_name", "sslmode"})
+    if backend in ("mysql", "mariadb"):
+        try:
+            import pymysql
+
+            params = inspect.signature(pymysql.connections.Connection.__init__).parameters
+            ssl = {"ssl_ca", "ssl_key", "ssl_cert", "ssl_capath", "ssl_cipher", "ssl_check_hostname"}  # SQLAlchemy's
+            return frozenset(params) | ssl
+        except Exception:  # noqa: BLE001
+            return frozenset(_MYSQL_IO_KEYS)
+    return _SQLITE_QUERY_KEYS
+
+
+class _Attempt:
+    """One attempt of a store operation: when its time is up, and whether the
+    watchdog had to cut it short.  The clock starts when the attempt first
+    has a connection (:meth:`begin`): waiting for a free pooled connection is
+    bounded by the pool's own timeout, not by io_timeout."""
+
+    __slots__ = ("deadline", "io_timeout", "timed_out")
+
+    def __init__(self, io_timeout: float) -> None:
+        self.io_timeout = io_timeout
+        self.deadline: float | None = None
+        self.timed_out = False
+
+    def begin(self) -> float:
+        """The deadline, starting the clock now if it has not started."""
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.io_timeout
+        return self.deadline
+
+
+class _Timer:
+    __slots__ = ("attempt", "deadline", "done", "fired", "sock")
+
+    def __init__(self, sock: socket.socket, attempt: _Attempt) -> None:
+        self.sock = sock
+        self.attempt = attempt
+        self.deadline = attempt.begin()
+        self.done = False
+        self.fired = False
+
+
+class _Watchdog:
+    """A process-wide daemon thread enforcing client-side read deadlines for
+    drivers without a read timeout (libpq).
+
+    :meth:`arm` takes the connection's socket descriptor and duplicates it, so
+    the timer always refers to that connection's socket even if the driver
+    closes its own descriptor (and the number is reused) meanwhile.  At the
+    deadline the socket is shut down (both ways): the driver's blocked poll
+    wakes up, reads end-of-file and reports a broken connection.  The caller
+    must discard that connection (:meth:`disarm` says whether it fired)."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        # also the after-fork hook: the child has no watchdog thread, and the
+        # parent's lock may have been held when it forked
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: list[tuple[float, int, _Timer]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._finished = 0  # disarmed timers still in the heap
+
+    def arm(self, fd: int, attempt: _Attempt) -> _Timer:
+        timer = _Timer(socket.socket(fileno=os.dup(fd)), attempt)
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tessera-sql-deadlines", daemon=True)
+                self._thread.start()
+            heapq.heappush(self._heap, (timer.deadline, next(self._seq), timer))
+            if self._heap[0][2] is timer:
+                self._cond.notify()
+        return timer
+
+    def disarm(self, timer: _Timer) -> bool:
+        """Stop ``timer``; True if it fired (the connection is unusable)."""
+        with self._cond:
+            if not timer.done:
+                timer.done = True
+                self._finished += 1
+                if self._finished > 256 and 2 * self._finished > len(self._heap):
+                    self._heap = [e for e in self._heap if not e[2].done]
+                    heapq.heapify(self._heap)
+                    self._finished = 0
+        timer.sock.close()
+        return timer.fired
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2].done:
+                    heapq.heappop(self._heap)
+                    self._finished -= 1
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                delay = self._heap[0][0] - time.monotonic()
+                if delay > 0:
+                    self._cond.wait(delay)
+                    continue
+                timer = heapq.heappop(self._heap)[2]
+                timer.done = timer.fired = True
+                timer.attempt.timed_out = True
+                try:
+                    timer.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:  # already closed by the peer
+                    pass
+
+
+_WATCHDOG = _Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WATCHDOG._reset)
+
+#: the attempt whose connection is being checked out on this thread (read by
+#: the pool's checkout hook, which pings under the attempt's deadline)
+_CHECKOUT = threading.local()
+
+
+def _pg_socket(dbapi_connection: Any) -> int:
+    return int(dbapi_connection.pgconn.socket)
+
+
+def _install_pg_ping(engine: Engine, io_timeout: float) -> None:
+    """SQLAlchemy's ``pool_pre_ping`` would wait for the ping's answer without
+    any bound on PostgreSQL; this checkout hook pings under the current
+    attempt's deadline instead.  A failed or timed-out ping invalidates the
+    pool (SQLAlchemy then opens a fresh connection, which is not pinged)."""
+
+    @event.listens_for(engine, "connect")
+    def _fresh(_dbapi_connection: Any, record: Any) -> None:
+        record.info["tessera_fresh"] = True
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if record.info.pop("tessera_fresh", False):
+            return
+        attempt = getattr(_CHECKOUT, "attempt", None) or _Attempt(io_timeout)
+        try:
+            timer = _WATCHDOG.arm(_pg_socket(dbapi_connection), attempt)
+        except Exception as exc:  # noqa: BLE001 - a broken connection has no socket
+            raise sa_exc.InvalidatePoolError(f"pooled connection unusable: {exc}") from exc
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:  # noqa: BLE001
+            raise sa_exc.InvalidatePoolError(f"ping failed: {exc}") from exc
+        finally:
+            if _WATCHDOG.disarm(timer):
+                raise sa_exc.InvalidatePoolError(f"no answer to the ping within io_timeout={attempt.io_timeout:g}s")
+
+
 class SqlManifestStore:
     """A :class:`~stores.manifest_store.ManifestStore` in a SQL database."""
 
     kind = "sql"
+    #: seconds one attempt may wait for the database (set by from_url)
+    _io_timeout: float = _DEFAULTS["io_timeout"]
 
     def __init__(self, engine: Engine, url: URL) -> None:
         self._engine = engine
@@ -129,12 +367,12 @@ class SqlManifestStore:
         *,
         create: bool | None = None,
         check: bool = True,
-        busy_timeout_ms: int = 10_000,
-        connect_timeout: float = 5.0,
-        io_timeout: float = 30.0,
-        pool_size: int = 5,
-        max_overflow: int = 10,
-        pool_pre_ping: bool = True,
+        busy_timeout_ms: int | None = None,
+        connect_timeout: float | None = None,
+        io_timeout: float | None = None,
+        pool_size: int | None = None,
+        max_overflow: int | None = None,
+        pool_pre_ping: bool | None = None,
     ) -> SqlManifestStore:
         """Open a store on a SQLAlchemy URL (``sqlite:///file.db``,
         ``postgresql+psycopg://user@host/db``, ``mysql+pymysql://user@host/db``;
@@ -143,10 +381,33 @@ class SqlManifestStore:
         ``create`` (default: True for SQLite only) runs the Alembic upgrade;
         otherwise the schema must already be at the head revision.  With
         ``check`` the schema is verified (StoreSchemaError) and the database
-        reached (StoreUnavailableError) before returning."""
+        reached (StoreUnavailableError) before returning.
+
+        Settings (keyword arguments, or the same names in the URL's query;
+        a keyword argument wins): ``io_timeout`` (seconds, default 30: see the
+        module), ``connect_timeout`` (5), ``busy_timeout_ms`` (SQLite, 10000),
+        ``pool_size`` (5), ``max_overflow`` (10), ``pool_pre_ping`` (true).
+        A bad value is InvalidURIError (from the URL) or
+        InvalidStorageOptionError (a keyword argument), naming the setting."""
         parsed = sql_migrate.parse_sql_url(url)
         backend = parsed.get_backend_name()
-        connect_args = _connect_args(backend, busy_timeout_ms, connect_timeout, io_timeout)
+        settings, rest = store_options.resolve(
+            f"{backend} store",
+            list(parsed.query.items()),
+            {"io_timeout": io_timeout, "connect_timeout": connect_timeout, "busy_timeout_ms": busy_timeout_ms,
+             "pool_size": pool_size, "max_overflow": max_overflow, "pool_pre_ping": pool_pre_ping},
+            _SETTINGS,
+            _DEFAULTS,
+            driver_keys=_driver_keys(backend),
+        )
+        if backend in ("mysql", "mariadb"):
+            for key, _ in rest:
+                if key in _MYSQL_IO_KEYS:
+                    raise InvalidURIError(f"{backend} store URL: set io_timeout instead of {key!r} (it sets both)")
+        parsed = parsed.set(query=dict(rest))  # our settings never reach the driver
+        io_timeout = settings["io_timeout"]
+        busy_timeout_ms = settings["busy_timeout_ms"]
+        connect_args = _connect_args(backend, busy_timeout_ms, settings["connect_timeout"], io_timeout, parsed.query)
         kwargs: dict[str, Any] = {
             "isolation_level": "AUTOCOMMIT",
             "pool_reset_on_return": None,  # autocommit leaves no transaction to roll back
@@ -154,8 +415,15 @@ class SqlManifestStore:
         }
         if _SKIP_ROLLBACK_SUPPORTED:  # SQLAlchemy >= 2.0.43: no ROLLBACK round trip per checkout
             kwargs["skip_autocommit_rollback"] = True
+        pre_ping = settings["pool_pre_ping"]
         if backend != "sqlite":
-            kwargs.update(pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=pool_pre_ping, pool_recycle=1800)
+            kwargs.update(
+                pool_size=settings["pool_size"],
+                max_overflow=settings["max_overflow"],
+                # PostgreSQL: pinged by _install_pg_ping, under the attempt's deadline
+                pool_pre_ping=pre_ping and backend != "postgresql",
+                pool_recycle=1800,
+            )
         else:
             # no pooled SQLite connection survives an operation: a connection that
             # is open across fork() corrupts the locking of the WAL (lost commits
@@ -164,12 +432,22 @@ class SqlManifestStore:
         engine = sql_migrate.create_sql_engine(parsed, **kwargs)
         if backend == "sqlite":
             _install_sqlite_pragmas(engine, busy_timeout_ms)
+        elif backend == "postgresql" and pre_ping:
+            _install_pg_ping(engine, io_timeout)
         store = cls(engine, parsed)
+        store._io_timeout = io_timeout
         migrate = create if create is not None else backend == "sqlite"
         try:
             if migrate:
                 store._refuse_foreign_table()
-                migrate_engine = sql_migrate.create_sql_engine(parsed, poolclass=sa.pool.NullPool, connect_args=connect_args)
+                # no statement_timeout: a migration may wait long for another process's migration lock
+                migrate_args = _connect_args(
+                    backend, busy_timeout_ms, settings["connect_timeout"], io_timeout, parsed.query,
+                    server_timeout=False,
+                )
+                migrate_engine = sql_migrate.create_sql_engine(
+                    parsed, poolclass=sa.pool.NullPool, connect_args=migrate_args
+                )
                 try:
                     sql_migrate.upgrade(migrate_engine)
                 finally:
@@ -234,6 +512,28 @@ class SqlManifestStore:
         row = self.get(table_key, version)
         return row is not None and row.path == final_path
 
+    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str,
+              transaction_uuid: str) -> bool:
+        """Point the row at a foreign writer's final manifest and transaction,
+        if it still holds ``expected_path`` (one conditional UPDATE)."""
+        check_key(table_key)
+        check_version(version)
+        check_flip_paths(expected_path, final_path)
+        check_record(VersionRecord(table_key, version, final_path, 0, transaction_uuid, "x"), max_id_chars=MAX_ID_CHARS)
+        table = ManifestVersionRow.__table__
+        stmt = (
+            sa.update(table)
+            .where(table.c.table_hash == sa.bindparam("h"), table.c.version == sa.bindparam("v"),
+                   table.c.path == sa.bindparam("staged"))
+            .values(path=sa.bindparam("final"), transaction_uuid=sa.bindparam("txn"))
+        )
+        params = {"h": table_hash(table_key), "v": version, "staged": expected_path, "final": final_path,
+                  "txn": transaction_uuid}
+        if self._write(lambda c: c.execute(stmt, params).rowcount, f"adopt {table_key} v{version}") == 1:
+            return True
+        row = self.get(table_key, version)
+        return row is not None and row.path == final_path and row.transaction_uuid == transaction_uuid
+
     def get(self, table_key: str, version: int) -> VersionRecord | None:
         """The row of ``version``, or None."""
         check_key(table_key)
@@ -292,38 +592,78 @@ class SqlManifestStore:
         params = {"h": table_hash(table_key)}
         return int(self._write(lambda c: c.execute(DELETE, params).rowcount, f"delete {table_key}"))
 
+    def store_id(self) -> str:
+        """This database's id: the ``store_id`` row of ``tessera_store_meta``,
+        written by migration 0003 or, failing that, here on first use (an
+        insert that the primary key lets only one process win; the others read
+        the winner's).  Cached on this object.
+
+        Raises StoreSchemaError when the meta table is missing (the schema is
+        older than Tessera's) or the row is unusable, StoreUnavailableError
+        when unreachable, AmbiguousStoreError when the insert's outcome is
+        unknown and the row cannot be read back (call again)."""
+        cached = getattr(self, "_store_id", None)
+        if cached is not None:
+            return cached
+        found = self._read_store_id()
+        if found is None:
+            new = uuid.uuid4().hex
+            try:
+                self._write(lambda c: c.execute(PUT_META, {"n": STORE_ID_NAME, "val": new}), "create the store id")
+            except sa_exc.IntegrityError:
+                log.debug("%s: another process created the store id first", self._identity)
+            except AmbiguousStoreError:
+                if self._read_store_id() is None:
+                    raise
+            found = self._read_store_id()
+            if found is None:  # pragma: no cover - deleted between the insert and the read
+                raise StoreSchemaError(
+                    f"{self._identity}: the store id row of {META_TABLE_NAME} vanished right after it was written; "
+                    "something is deleting it - stop it, then retry"
+                )
+        self._store_id = found
+        return found
+
     def check(self) -> None:
-        """Verify the database is reachable, the table has Tessera's columns
+        """Verify the database is reachable, both tables have Tessera's
+        columns (names, types by affinity, nullability, defaults, primary key)
         and the schema revision is the migrations' head."""
         from alembic.runtime.migration import MigrationContext
 
-        def read_schema(conn: Connection) -> tuple[set[str] | None, list[str], str | None]:
+        def read_schema(conn: Connection) -> tuple[dict[str, tuple[list[dict[str, Any]], list[str]]], str | None]:
             insp = sa.inspect(conn)
-            if not insp.has_table(TABLE_NAME):
-                return None, [], None
-            cols = {c["name"] for c in insp.get_columns(TABLE_NAME)}
-            pk = list(insp.get_pk_constraint(TABLE_NAME).get("constrained_columns") or [])
+            found = {}
+            for name in TABLES:
+                if insp.has_table(name):
+                    pk = list(insp.get_pk_constraint(name).get("constrained_columns") or [])
+                    found[name] = (insp.get_columns(name), pk)
             ctx = MigrationContext.configure(conn, opts={"version_table": sql_migrate.VERSION_TABLE})
-            return cols, pk, ctx.get_current_revision()
+            return found, ctx.get_current_revision()
 
-        cols, pk, revision = self._read(read_schema)
+        found, revision = self._read(read_schema)
         where = f"{self._identity}"
-        if cols is None:
+        if TABLE_NAME not in found:
             raise StoreSchemaError(f"{where}: table {TABLE_NAME} does not exist; {sql_migrate.UPGRADE_HINT}")
-        self._check_columns(cols, pk)
+        self._check_columns(TABLE_NAME, *found[TABLE_NAME])
         head = sql_migrate.head_revision()
-        if revision == head:
-            return
-        if revision is None:
+        if revision != head:
+            if revision is None:
+                raise StoreSchemaError(
+                    f"{where}: table {TABLE_NAME} exists but {sql_migrate.VERSION_TABLE} records no Tessera migration "
+                    f"(expected revision {head}); it was not created by Tessera's migrations - {sql_migrate.UPGRADE_HINT}"
+                )
+            if revision not in sql_migrate.known_revisions():
+                raise StoreSchemaError(
+                    f"{where}: schema revision {revision} is newer than this Tessera knows (head {head}); upgrade Tessera"
+                )
+            raise StoreSchemaError(f"{where}: schema revision {revision} is behind head {head}; {sql_migrate.UPGRADE_HINT}")
+        if META_TABLE_NAME not in found:
             raise StoreSchemaError(
-                f"{where}: table {TABLE_NAME} exists but {sql_migrate.VERSION_TABLE} records no Tessera migration "
-                f"(expected revision {head}); it was not created by Tessera's migrations - {sql_migrate.UPGRADE_HINT}"
+                f"{where}: table {META_TABLE_NAME} (which holds the store id) is missing although the schema is at "
+                f"revision {head}: it was dropped by hand. Restore it from a backup of this database; recreating it "
+                "gives the store a new id, which the tables it coordinates will refuse"
             )
-        if revision not in sql_migrate.known_revisions():
-            raise StoreSchemaError(
-                f"{where}: schema revision {revision} is newer than this Tessera knows (head {head}); upgrade Tessera"
-            )
-        raise StoreSchemaError(f"{where}: schema revision {revision} is behind head {head}; {sql_migrate.UPGRADE_HINT}")
+        self._check_columns(META_TABLE_NAME, *found[META_TABLE_NAME])
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -333,48 +673,93 @@ class SqlManifestStore:
         return f"SqlManifestStore({self._identity!r})"
 
     # --------------------------------------------------------------- internals
-    def _check_columns(self, cols: set[str], pk: list[str]) -> None:
-        missing, extra = EXPECTED_COLUMNS - cols, cols - EXPECTED_COLUMNS
-        if missing or extra or sorted(pk) != ["table_hash", "version"]:
+    def _check_columns(self, table: str, columns: list[dict[str, Any]], pk: list[str]) -> None:
+        """StoreSchemaError naming every column of ``table`` (reflected
+        ``columns`` and primary key ``pk``) that differs from Tessera's model."""
+        problems = schema_problems(self._backend, TABLES[table], columns, pk)
+        if problems:
             raise StoreSchemaError(
-                f"{self._identity}: table {TABLE_NAME} has columns {sorted(cols)} with primary key {pk}; "
-                f"Tessera expects {sorted(EXPECTED_COLUMNS)} with primary key ['table_hash', 'version']"
-                + (f" (missing {sorted(missing)})" if missing else "")
-                + (f" (unexpected {sorted(extra)})" if extra else "")
-                + f". Rename or drop the foreign table, then {sql_migrate.UPGRADE_HINT}"
+                f"{self._identity}: table {table} is not the one Tessera's migrations create: "
+                + "; ".join(problems)
+                + f". It was created or altered by something else: rename or drop it (keep a copy if its data "
+                f"matters), then {sql_migrate.UPGRADE_HINT}"
             )
 
     def _refuse_foreign_table(self) -> None:
-        """Before upgrading: a same-named table that is not ours is an error,
-        not something to migrate over (nothing is written)."""
+        """Before upgrading: a same-named table that is not ours (other
+        columns, types, nullability or primary key) is an error, not something
+        to migrate over (nothing is written)."""
 
-        def read_schema(conn: Connection) -> tuple[set[str], list[str]] | None:
+        def read_schema(conn: Connection) -> dict[str, tuple[list[dict[str, Any]], list[str]]]:
             insp = sa.inspect(conn)
-            if not insp.has_table(TABLE_NAME):
-                return None
-            pk = list(insp.get_pk_constraint(TABLE_NAME).get("constrained_columns") or [])
-            return {c["name"] for c in insp.get_columns(TABLE_NAME)}, pk
+            found = {}
+            for name in TABLES:
+                if insp.has_table(name):
+                    pk = list(insp.get_pk_constraint(name).get("constrained_columns") or [])
+                    found[name] = (insp.get_columns(name), pk)
+            return found
 
-        found = self._read(read_schema)
-        if found is not None:
-            self._check_columns(*found)
+        for name, (columns, pk) in self._read(read_schema).items():
+            self._check_columns(name, columns, pk)
 
-    def _connect(self) -> Connection:
+    def _read_store_id(self) -> str | None:
+        """The ``store_id`` row's value, or None when there is no row yet."""
+        value = self._read(lambda c: c.execute(GET_META, {"n": STORE_ID_NAME}).scalar())
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip() or value != value.strip():
+            raise StoreSchemaError(
+                f"{self._identity}: the store id in {META_TABLE_NAME} is {value!r}, not an id; restore the row from a "
+                f"backup, or delete it to give this store a new id (tables bound to the old id will refuse it)"
+            )
+        return value
+
+    def _connect(self, attempt: _Attempt | None = None) -> Connection:
+        """A pooled connection (pinged, on PostgreSQL within ``attempt``'s deadline)."""
+        _CHECKOUT.attempt = attempt or _Attempt(self._io_timeout)
         try:
             return self._engine.connect()
         except (sa_exc.DBAPIError, sa_exc.TimeoutError) as exc:
             raise StoreUnavailableError(f"cannot connect to {self._identity}: {_orig(exc)}") from exc
+        finally:
+            _CHECKOUT.attempt = None
+
+    def _guarded(self, conn: Connection, attempt: _Attempt, fn: Callable[[Connection], T]) -> T:
+        """``fn(conn)``; on PostgreSQL under the watchdog until ``attempt``'s
+        deadline.  A connection the watchdog cut is invalidated (closed and
+        dropped from the pool), even if ``fn`` got its answer just in time."""
+        if self._backend != "postgresql":
+            return fn(conn)  # pymysql's read/write timeouts; SQLite is local
+        if time.monotonic() >= attempt.begin():  # the ping used it all up: nothing sent yet
+            raise StoreUnavailableError(
+                f"{self._identity} did not answer within io_timeout={attempt.io_timeout:g}s (nothing was sent)"
+            )
+        try:
+            timer = _WATCHDOG.arm(_pg_socket(conn.connection.dbapi_connection), attempt)
+        except Exception as exc:  # noqa: BLE001 - psycopg: the connection is already broken
+            conn.invalidate()
+            raise StoreUnavailableError(f"connection to {self._identity} is unusable: {exc}") from exc
+        try:
+            return fn(conn)
+        finally:
+            if _WATCHDOG.disarm(timer) and not conn.invalidated:
+                conn.invalidate()
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
         for attempt in range(_TRANSIENT_RETRIES):
-            conn = self._connect()
+            this = _Attempt(self._io_timeout)
+            conn = self._connect(this)
             try:
                 with conn:
-                    return fn(conn)
+                    return self._guarded(conn, this, fn)
             except sa_exc.DBAPIError as exc:
-                kind = self._classify(exc)
+                kind = "timeout" if this.timed_out else self._classify(exc)
                 if kind == "schema":
                     raise StoreSchemaError(f"{self._identity}: {_orig(exc)}; {sql_migrate.UPGRADE_HINT}") from exc
+                if kind == "timeout":  # not retried: the bound is io_timeout, not a multiple of it
+                    raise StoreUnavailableError(
+                        f"read from {self._identity}: no answer within io_timeout={self._io_timeout:g}s ({_orig(exc)})"
+                    ) from exc
                 if kind in ("retry", "lost") and attempt < 2:
                     _backoff(attempt)
                     continue
@@ -383,14 +768,15 @@ class SqlManifestStore:
 
     def _write(self, fn: Callable[[Connection], T], what: str) -> T:
         for attempt in range(_TRANSIENT_RETRIES):
-            conn = self._connect()
+            this = _Attempt(self._io_timeout)
+            conn = self._connect(this)
             try:
                 with conn:
-                    return fn(conn)
+                    return self._guarded(conn, this, fn)
             except sa_exc.IntegrityError:
                 raise
             except sa_exc.DBAPIError as exc:
-                kind = self._classify(exc)
+                kind = "timeout" if this.timed_out else self._classify(exc)
                 if kind == "schema":
                     raise StoreSchemaError(f"{self._identity}: {_orig(exc)}; {sql_migrate.UPGRADE_HINT}") from exc
                 if kind == "retry" and (self._backend != "sqlite" or attempt < 1):
@@ -401,6 +787,11 @@ class SqlManifestStore:
                     continue
                 if kind in ("refused", "retry"):
                     raise StoreUnavailableError(f"{what} was rejected by {self._identity}: {_orig(exc)}") from exc
+                if kind == "timeout":
+                    raise AmbiguousStoreError(
+                        f"{what}: no answer from {self._identity} within io_timeout={self._io_timeout:g}s after the "
+                        f"statement was sent ({_orig(exc)}); it may or may not have been applied - read the row back"
+                    ) from exc
                 raise AmbiguousStoreError(
                     f"{what}: the connection failed after the statement was sent ({_orig(exc)}); "
                     "it may or may not have been applied - read the row back"
@@ -409,7 +800,10 @@ class SqlManifestStore:
 
     def _classify(self, exc: sa_exc.DBAPIError) -> str:
         """'retry' (rolled back, try again), 'schema', 'refused' (the server
-        answered with an error: not applied) or 'lost' (no answer: unknown)."""
+        answered with an error: not applied), 'timeout' (no answer within
+        io_timeout: unknown, and not worth retrying) or 'lost' (no answer:
+        unknown).  PostgreSQL's client-side deadline is recognised by the
+        caller (the watchdog marks the attempt), and reported as 'timeout'."""
         orig = _orig(exc)
         text = str(orig).lower()
         if self._backend == "sqlite":
@@ -426,12 +820,20 @@ class SqlManifestStore:
                 return "retry"
             if code in ("42P01", "42703"):
                 return "schema"
+            if code == "57014":
+                # query_canceled: statement_timeout (or a cancel request) stopped the
+                # statement; in autocommit it was rolled back, so a write was not applied
+                return "refused"
+            # 08xxx connection exceptions and 57Pxx (server shutting down, connection
+            # terminated): the statement may have committed before the connection died
             return "lost" if code is None or code.startswith("08") or code.startswith("57P") else "refused"
         code = orig.args[0] if getattr(orig, "args", None) and isinstance(orig.args[0], int) else None
         if code in (1213, 1205):
             return "retry"
         if code in (1146, 1054):
             return "schema"
+        if code == 2013 and "timed out" in text:  # pymysql's read_timeout/write_timeout (= io_timeout)
+            return "timeout"
         return "refused" if code is not None and 0 < code < 2000 else "lost"
 
     @staticmethod
@@ -492,20 +894,46 @@ def _backoff(attempt: int) -> None:
     time.sleep(min(0.5, 0.005 * 2**attempt) * random.uniform(0.5, 1.5))
 
 
-def _connect_args(backend: str, busy_timeout_ms: int, connect_timeout: float, io_timeout: float) -> dict[str, Any]:
+def _connect_args(
+    backend: str,
+    busy_timeout_ms: int,
+    connect_timeout: float,
+    io_timeout: float,
+    url_query: Any = None,
+    *,
+    server_timeout: bool = True,
+) -> dict[str, Any]:
+    """The DBAPI connect arguments for the timeouts (see the module).
+
+    ``url_query`` is what the URL passes to the driver: a driver parameter
+    given there (``keepalives_idle``, ``tcp_user_timeout`` ...) is left to it,
+    and PostgreSQL's ``options`` are merged with ours (theirs come later, so a
+    ``-c statement_timeout`` of the user's wins).  ``server_timeout=False``
+    leaves out ``statement_timeout`` (migrations may wait long for a lock)."""
+    query = dict(url_query or {})
     if backend == "sqlite":
         return {"timeout": busy_timeout_ms / 1000, "check_same_thread": False}
     if backend == "postgresql":
-        # libpq has no read timeout: TCP keepalives and tcp_user_timeout detect a dead peer
-        # (a write then fails as ambiguous) instead of waiting forever
-        return {
-            "connect_timeout": max(1, int(round(connect_timeout))),
+        # libpq has no read timeout: the watchdog (see _Watchdog) bounds every attempt;
+        # keepalives and tcp_user_timeout detect a dead peer even outside store calls
+        args: dict[str, Any] = {
             "keepalives": 1,
             "keepalives_idle": 10,
             "keepalives_interval": 5,
             "keepalives_count": 3,
-            "tcp_user_timeout": int(io_timeout * 1000),
+            "tcp_user_timeout": max(1, int(io_timeout * 1000)),
         }
+        args = {k: v for k, v in args.items() if k not in query}
+        args["connect_timeout"] = max(1, int(round(connect_timeout)))  # libpq: whole seconds; psycopg: at least 2
+        options = []
+        if server_timeout:
+            options.append(f"-c statement_timeout={max(1, int(io_timeout * 1000 * _STATEMENT_TIMEOUT_SHARE))}")
+        theirs = query.get("options")
+        if isinstance(theirs, str) and theirs.strip():
+            options.append(theirs.strip())
+        if options:
+            args["options"] = " ".join(options)
+        return args
     return {"connect_timeout": connect_timeout, "read_timeout": io_timeout, "write_timeout": io_timeout}
 
 

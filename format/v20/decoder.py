@@ -71,6 +71,9 @@ class _Column:
         """The pages holding ``rows`` (sorted) and each page's share of them."""
         if rows.size == 0:
             return [], []
+        if int(rows[0]) < 0 or int(rows[-1]) >= self.length:
+            raise CorruptFileError(self.path, f"column {self.index}: rows [{int(rows[0])}, {int(rows[-1])}] asked of "
+                                              f"its {self.length} rows")
         which = np.searchsorted(np.asarray(self.starts, dtype=np.int64), rows, side="right") - 1
         cuts = np.flatnonzero(np.diff(which)) + 1
         firsts = np.concatenate(([0], cuts)).tolist()
@@ -102,7 +105,9 @@ class _PageDecoder:
         if flat.HasField("compression") and flat.compression.scheme:
             raise UnsupportedEncodingError(f"{self.path}: 2.0 flat buffer compression {flat.compression.scheme!r} is not supported")
         bits = flat.bits_per_value
-        expected = 1 if pa.types.is_boolean(t) else t.bit_width
+        expected = 1 if pa.types.is_boolean(t) else _bit_width_of(t)
+        if expected is None or pa.types.is_nested(t):
+            raise CorruptFileError(self.path, f"flat encoding of {bits}-bit values stored for {t}, which is not fixed-width")
         if bits != expected:
             raise CorruptFileError(self.path, f"flat encoding has {bits} bits per value, type {t} needs {expected}")
         buf = self.buffer(flat.buffer)
@@ -187,7 +192,13 @@ class _PageDecoder:
         arr = self.flat(inner, length, pa.uint64(), None)
         return np.frombuffer(arr.buffers()[1], dtype=np.uint64, count=length)
 
+    def _check_binary(self, t: pa.DataType) -> None:
+        if not (pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t)
+                or pa.types.is_large_binary(t)):
+            raise CorruptFileError(self.path, f"binary (variable-width) encoding stored for {t}")
+
     def binary(self, enc: pb.Binary, length: int, t: pa.DataType) -> pa.Array:
+        self._check_binary(t)
         stored = self.end_offsets(enc.indices, length)
         return _binary_from_ends(stored, enc.null_adjustment, self.decode_bytes(enc.bytes), t, self.path)
 
@@ -257,6 +268,7 @@ class _RowPicker(_PageDecoder):
         return _with_valid(out, valid)
 
     def pick_binary(self, enc: pb.Binary, length, t, rows, valid) -> pa.Array:
+        self._check_binary(t)
         stored = self.end_offsets(enc.indices, length)
         data = self.decode_bytes(enc.bytes)
         adj = enc.null_adjustment
@@ -268,10 +280,13 @@ class _RowPicker(_PageDecoder):
             prev = np.where(prev >= np.uint64(adj), prev - np.uint64(adj), prev)
         ends, prev = ends.astype(np.int64), prev.astype(np.int64)
         lens = ends - prev
-        if np.any(lens < 0) or (rows.size and int(ends.max()) > data.size):
+        if np.any(lens < 0) or (rows.size and (int(ends.max()) > data.size or int(prev.min()) < 0)):
             raise CorruptFileError(self.path, f"string offsets are not increasing or exceed the {data.size} data bytes")
         raw = np.frombuffer(data, np.uint8)
         total = int(lens.sum())
+        if total > data.size:  # distinct rows of a valid page never overlap
+            raise CorruptFileError(self.path, f"string offsets of {rows.size} rows span {total} bytes, "
+                                              f"the page holds {data.size}")
         first = np.cumsum(lens) - lens
         src = np.arange(total, dtype=np.int64) + np.repeat(prev - first, lens)
         values = raw[src]
@@ -337,6 +352,9 @@ class _LeafDecoder:
         pieces = []
         for page, bufs in zip(pages, buffers):
             arr = _PageDecoder(self.col.path, bufs).decode(page.encoding, page.meta.length, self.type)
+            if len(arr) != page.meta.length:
+                raise CorruptFileError(self.col.path, f"column {self.col.index}: a page of {page.meta.length} rows "
+                                                      f"decoded {len(arr)} values")
             lo = max(start - page.start, 0)
             hi = min(stop - page.start, page.meta.length)
             pieces.append(arr.slice(lo, hi - lo) if (lo, hi) != (0, page.meta.length) else arr)
@@ -365,12 +383,18 @@ class _StructDecoder:
                 raise UnsupportedEncodingError(f"{reader.path}: struct column page encoded as {p.encoding.WhichOneof('array_encoding')!r}")
 
     def read_range(self, start: int, stop: int) -> pa.Array:
-        kids = [c.read_range(start, stop) for c in self.children]
+        kids = self._check([c.read_range(start, stop) for c in self.children], stop - start)
         return pa.StructArray.from_arrays(kids, fields=list(self.type)) if kids else pa.nulls(stop - start, self.type)
 
     def take(self, rows: np.ndarray) -> pa.Array:
-        kids = [c.take(rows) for c in self.children]
+        kids = self._check([c.take(rows) for c in self.children], rows.size)
         return pa.StructArray.from_arrays(kids, fields=list(self.type)) if kids else pa.nulls(rows.size, self.type)
+
+    def _check(self, kids: list, n: int) -> list:
+        for f, k in zip(self.type, kids):
+            if len(k) != n:
+                raise CorruptFileError(self.col.path, f"struct child {f.name!r} decoded {len(k)} rows, expected {n}")
+        return kids
 
 
 class _ListDecoder:
@@ -385,6 +409,7 @@ class _ListDecoder:
                 raise UnsupportedEncodingError(f"{reader.path}: list column page encoded as {p.encoding.WhichOneof('array_encoding')!r}")
             p.item_base = base
             base += p.encoding.list.num_items
+        self.num_items = base
 
     def take(self, rows: np.ndarray) -> pa.Array:
         return _list_take(self, rows)
@@ -412,7 +437,13 @@ class _ListDecoder:
         ends = np.concatenate(ends_parts) if ends_parts else np.zeros(0, np.int64)
         null = np.concatenate(null_parts) if null_parts else np.zeros(0, bool)
         last_item = int(ends[-1]) if n else first_item
+        if not 0 <= first_item <= last_item <= self.num_items:
+            raise CorruptFileError(self.col.path, f"list items [{first_item}, {last_item}) outside the "
+                                                  f"{self.num_items} items of the column")
         items = self.child.read_range(first_item, last_item)
+        if len(items) != last_item - first_item:
+            raise CorruptFileError(self.col.path, f"list item column returned {len(items)} items, "
+                                                  f"expected {last_item - first_item}")
         odt = _offset_dtype(self.type)
         offsets = np.empty(n + 1, dtype=odt)
         offsets[0] = 0
@@ -447,6 +478,9 @@ def _list_take(dec: "_ListDecoder", rows: np.ndarray) -> pa.Array:
     lens = e - s
     if np.any(lens < 0):
         raise CorruptFileError(dec.col.path, "list offsets are not increasing")
+    if s.size and (int(s.min()) < 0 or int(e.max()) > dec.num_items):
+        raise CorruptFileError(dec.col.path, f"list items [{int(s.min())}, {int(e.max())}) outside the "
+                                             f"{dec.num_items} items of the column")
     first = np.cumsum(lens) - lens
     items_idx = np.arange(int(lens.sum()), dtype=np.int64) + np.repeat(s - first, lens)
     items = dec.child.take(items_idx) if items_idx.size else dec.child.read_range(0, 0)
@@ -457,6 +491,18 @@ def _list_take(dec: "_ListDecoder", rows: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(dec.type, rows.size, [validity, pa.py_buffer(offsets)], children=[items], null_count=int(null.sum()))
 
 
+def _check_lengths(dec, rows: int, what: str) -> None:
+    """Every column of a field holds the rows its parent says: the file's
+    rows at the top, the struct's rows for its children, the list's items
+    for its item column (a corrupt page length is found before any read)."""
+    dec.col.check_rows(rows, what)
+    if isinstance(dec, _StructDecoder):
+        for f, c in zip(dec.type, dec.children):
+            _check_lengths(c, rows, f"{what}.{f.name}")
+    elif isinstance(dec, _ListDecoder):
+        _check_lengths(dec.child, dec.num_items, f"{what} items")
+
+
 class FieldDecoder:
     """Reads rows of one top-level field from a 2.0 file."""
 
@@ -464,6 +510,7 @@ class FieldDecoder:
         self.field = field
         self._next = first_column
         self._root = self._build(field, reader)
+        _check_lengths(self._root, reader.num_rows, field.name)
 
     def _build(self, f: LanceField, reader: ContainerReader):
         col = self._next  # pre-order: a parent's column comes before its children's

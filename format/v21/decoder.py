@@ -133,13 +133,14 @@ class FieldDecoder:
                 pages.append(AllNullPage(page, msg, leaf.st, leaf.type, where))
             else:  # pragma: no cover - parse_page_layout rejects the rest
                 raise UnsupportedEncodingError(f"{where}: page layout {kind} is not supported")
-        lengths = np.asarray([p.num_rows for p in pages], dtype=np.int64)
-        leaf.row_starts = np.concatenate(([0], np.cumsum(lengths)))
-        total = int(leaf.row_starts[-1])
-        if total != self.reader.num_rows:
+        rows = [p.num_rows for p in pages]
+        total = sum(rows)  # Python ints: a corrupt page length may not fit in int64
+        if total != self.reader.num_rows or total >= 2**62:
             raise CorruptFileError(
                 self.path, f"column {leaf.column} ({leaf.field.name!r}) holds {total} rows, the file {self.reader.num_rows}"
             )
+        lengths = np.asarray(rows, dtype=np.int64)
+        leaf.row_starts = np.concatenate(([0], np.cumsum(lengths)))
         leaf.pages = pages
 
     def _read_leaf(self, leaf: _Leaf, start: int, stop: int) -> tuple[pa.Array, list[LayerOut]]:

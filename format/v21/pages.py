@@ -250,6 +250,10 @@ class MiniBlockPage(_PageBase):
         counts = self.counts[chunks]
         if data.size < int(base[-1] + cbytes[-1]):
             raise CorruptFileError(None, f"{w}: chunk data truncated")
+        bw = 4 if self.large else 2
+        header = 2 * (1 + bool(self.has_rep) + bool(self.has_def)) + self.num_buffers * bw
+        if np.any(cbytes < header) or np.any(base + cbytes > data.size):
+            raise CorruptFileError(None, f"{w}: a chunk is smaller than its header ({header} bytes) or lies outside the data")
         # the level count is only needed to decode levels
         nlev = cz.u16(data, base) if self.has_rep or self.has_def else None
         pos = base + 2
@@ -260,7 +264,6 @@ class MiniBlockPage(_PageBase):
         if self.has_def:
             def_size = cz.u16(data, pos)
             pos = pos + 2
-        bw = 4 if self.large else 2
         sizes = [uint_at(data, pos + k * bw, bw) for k in range(self.num_buffers)]
         cur = _ceil8(pos + self.num_buffers * bw)
         rep = defs = None

@@ -92,7 +92,16 @@ def test_cli_errors_are_clear(env):
 
 def test_store_check(env, tmp_path, redis_url):
     args, _, _ = env
-    assert "ok" in run(args, "store", "check", f"sqlite:///{tmp_path}/s.db").output
+    import os
+
+    from stores.manifest_store import open_manifest_store
+
+    missing = run(args, "store", "check", f"sqlite:///{tmp_path}/s.db", ok=False)
+    assert missing.exit_code == 2 and "nothing is there" in missing.output
+    assert not os.path.exists(tmp_path / "s.db")  # a read-only command creates nothing
+    open_manifest_store(f"sqlite:///{tmp_path}/s.db").close()  # provisioned
+    out = run(args, "store", "check", f"sqlite:///{tmp_path}/s.db").output
+    assert "schema: ok" in out and "store id:" in out
     assert "ok" in run(args, "store", "check", redis_url).output
     assert "second conditional write" in " ".join(run(args, "store", "check", str(tmp_path / "loc")).output.split())
     res = run(args, "store", "check", "redis://127.0.0.1:1/0", ok=False)

@@ -18,13 +18,31 @@ from stores.errors import AmbiguousStoreError
 from stores.manifest_store import open_manifest_store
 
 
-@pytest.fixture(params=["sqlite", "redis", "postgres"])
+@pytest.fixture(params=["sqlite", "redis", "postgres", "mysql", "dynamodb"])
 def store_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/commits.db"
-    if request.param == "redis":
-        return request.getfixturevalue("redis_url")
-    return request.getfixturevalue("postgres_url")
+    if request.param == "dynamodb":
+        import uuid
+
+        from deploy.provision_dynamodb import create_table
+
+        moto = request.getfixturevalue("moto_server")
+        name = f"tessera-{uuid.uuid4().hex[:8]}"
+        create_table(name, region="us-east-1", endpoint_url=moto.endpoint)
+        return f"dynamodb:///{name}?region=us-east-1&endpoint_url={moto.endpoint}"
+    url = request.getfixturevalue({"redis": "redis_url", "postgres": "postgres_url", "mysql": "mysql_url"}[request.param])
+
+    def forget_rows():  # the shared databases keep nothing of ours
+        from stores.manifest_store import normalize_table_uri
+
+        ms = open_manifest_store(url)
+        for name in ("t", "ext", "nat"):
+            ms.delete_table(normalize_table_uri(str(tmp_path / name)))
+        ms.close()
+
+    request.addfinalizer(forget_rows)
+    return url
 
 
 def _rows(n, start=0):
@@ -103,22 +121,30 @@ def test_lost_responses(tmp_path, store_url, method, times):
     assert sorted(t2.to_arrow().column("i").to_pylist()) == list(range(5)) + [1000]
 
 
-def test_failed_copy_after_reserve_is_finished_by_next_open(tmp_path, store_url, monkeypatch):
-    path = str(tmp_path / "t")
-    Table.create(path, _rows(5), commit_store=store_url)
-    t = Table.open(path, commit_store=store_url)
+def test_failed_publish_after_reserve_is_unknown_then_finished_by_next_open(tmp_path, store_url, monkeypatch):
+    """The version is decided at the reservation, but a writer acknowledges only
+    once its manifest is at the final name: a publish that keeps failing ends
+    in CommitOutcomeUnknownError (after the read-back window), the staged
+    manifest is kept, and the next open finishes the commit."""
+    from commit.retry import RetryPolicy
     from stores.local import LocalObjectStore
 
-    real_copy = LocalObjectStore.copy
+    path = str(tmp_path / "t")
+    Table.create(path, _rows(5), commit_store=store_url)
+    t = Table.open(path, commit_store=store_url, retry=RetryPolicy(read_back_seconds=0.3))
+    real_put = LocalObjectStore.put_if_not_exists
 
-    def failing_copy(self, src, dst):
-        raise OSError("injected: copy failed")
+    def failing_put(self, p, data):
+        if p.startswith("_versions/") and p.endswith(".manifest"):
+            raise OSError("injected: the final manifest cannot be written")
+        return real_put(self, p, data)
 
-    monkeypatch.setattr(LocalObjectStore, "copy", failing_copy)
-    t.append(_rows(1, 1000))  # the version is decided at the reservation: success
+    monkeypatch.setattr(LocalObjectStore, "put_if_not_exists", failing_put)
+    with pytest.raises(E.CommitOutcomeUnknownError, match="kept"):
+        t.append(_rows(1, 1000))
     staged = [n for n in os.listdir(os.path.join(path, "_versions")) if ".manifest-" in n]
     assert len(staged) == 1  # kept for the repair
-    monkeypatch.setattr(LocalObjectStore, "copy", real_copy)
+    monkeypatch.setattr(LocalObjectStore, "put_if_not_exists", real_put)
     t2 = Table.open(path, commit_store=store_url)
     assert t2.version == 2 and sorted(t2.to_arrow().column("i").to_pylist()) == list(range(5)) + [1000]
     assert not [n for n in os.listdir(os.path.join(path, "_versions")) if ".manifest-" in n]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 import numpy as np
@@ -201,3 +202,117 @@ def test_null_struct_refused_in_2_0(tmp_path):
     s = pa.StructArray.from_arrays([pa.array([1, 2])], names=["a"], mask=pa.array([False, True]))
     with pytest.raises(tformat.UnsupportedTypeError, match="2.1 or later"):
         tformat.write_file(tmp_path / "w.lance", pa.table({"s": s}), file_version="2.0")
+
+
+# -- bad paths and deletion files (found by tests/format/test_mutation_fuzz.py) ------------
+
+from format import deletion as ldeletion  # noqa: E402
+from format import manifest as mf  # noqa: E402
+from format import schema as lschema  # noqa: E402
+from format.errors import FileAccessError, TesseraError  # noqa: E402
+from format.protos import file_pb2, table_pb2  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["a\x00b.lance", "x" * 300 + ".lance", "", ".", "missing.lance"])
+def test_read_file_bad_path_is_typed(tmp_path, name):
+    # was ValueError (embedded null byte), OSError (File name too long),
+    # IsADirectoryError ("" and "." name the directory), FileNotFoundError
+    with pytest.raises(FileAccessError):
+        tformat.read_file(os.path.join(str(tmp_path), name))
+
+
+def test_read_file_missing_is_still_a_file_not_found_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        tformat.read_file(tmp_path / "missing.lance")
+
+
+def _deletion_bytes(rows) -> tuple[table_pb2.DeletionFile, bytes]:
+    return ldeletion.encode(np.asarray(rows), read_version=1)
+
+
+@pytest.mark.parametrize("rows", [[3, 10, 17, 24, 31, 38], list(range(10, 6000))], ids=["arrow", "bitmap"])
+def test_deletion_file_every_bit_flip_is_typed_or_exact(rows):
+    """Every single-bit flip (the first 600 bytes) of a deletion file either
+    decodes to exactly the rows its metadata promises or raises
+    CorruptFileError: was OSError (Read out of bounds, Invalid flatbuffers
+    message, ZSTD decompression failed), ArrowInvalid, ArrowMemoryError,
+    IndexError, or rows silently added or lost."""
+    meta, data = _deletion_bytes(rows)
+    want = np.asarray(rows, np.uint32)
+    physical = 6000
+    assert np.array_equal(ldeletion.decode_for_fragment(data, meta, physical, "d"), want)
+    for pos in range(min(len(data), 600)):
+        for bit in (0, 3, 7):
+            bad = bytearray(data)
+            bad[pos] ^= 1 << bit
+            try:
+                got = ldeletion.decode_for_fragment(bytes(bad), meta, physical, "d")
+            except CorruptFileError:
+                continue
+            assert len(got) == meta.num_deleted_rows, (pos, bit)
+            assert got.size == 0 or int(got.max()) < physical
+
+
+def test_deletion_file_read_out_of_bounds_is_typed():
+    meta, data = _deletion_bytes([3, 10, 17, 24, 31, 38])
+    assert len(data) == 530  # the byte below is the high part of the IPC footer's block offset
+    bad = bytearray(data)
+    bad[270] ^= 0x40  # was OSError: Read out of bounds (offset = ..., size = 41)
+    with pytest.raises(CorruptFileError):
+        ldeletion.decode(bytes(bad), meta.file_type, "d")
+
+
+def test_deletion_count_must_match_metadata():
+    meta, data = _deletion_bytes([1, 2, 3])
+    meta.num_deleted_rows = 2
+    with pytest.raises(CorruptFileError, match="3 rows"):
+        ldeletion.decode_for_fragment(data, meta, 10, "d")
+    meta.num_deleted_rows = 3
+    with pytest.raises(CorruptFileError, match="beyond"):
+        ldeletion.decode_for_fragment(data, meta, 3, "d")
+
+
+@pytest.mark.parametrize("logical", ["decimal:128:99:2", "fixed_size_binary:-1", "time64", "fixed_size_list::",
+                                     "bogus", "", "dictionary:int32:string"])
+def test_bad_logical_type_is_typed(logical):
+    with pytest.raises(FormatError):
+        lschema.arrow_type_of(logical)
+
+
+def test_duplicate_field_names_are_corrupt():
+    protos = [file_pb2.Field(id=0, parent_id=-1, name="i", logical_type="int64"),
+              file_pb2.Field(id=1, parent_id=-1, name="i", logical_type="string")]
+    with pytest.raises(CorruptFileError, match="two fields named 'i'"):
+        lschema.fields_from_protos(protos)
+
+
+@pytest.mark.parametrize("path", ["", ".", "..", "../x.lance", "a/../../x.lance", "a\x00b.lance", "/etc/passwd",
+                                  "a//b.lance", "a/./b.lance"])
+def test_bad_relative_paths(path):
+    with pytest.raises(CorruptFileError, match="DataFile.path"):
+        mf.check_relative_path(path, "DataFile.path", "m")
+
+
+def test_good_relative_paths():
+    for path in ("abc.lance", "sub/abc.lance", "x" * 300):
+        mf.check_relative_path(path, "DataFile.path", "m")
+
+
+@pytest.mark.parametrize("seconds,nanos", [(2**40, 0), (-(2**62), 0), (253402300800, 0), (0, -1), (0, 10**9)])
+def test_manifest_timestamp_out_of_range(seconds, nanos):
+    m = table_pb2.Manifest(version=1)
+    m.timestamp.seconds, m.timestamp.nanos = seconds, nanos
+    with pytest.raises(CorruptFileError, match="timestamp"):
+        mf.read_manifest(mf.write_manifest(m), "m")
+
+
+def test_every_error_is_a_tessera_error():
+    assert issubclass(FileAccessError, TesseraError)
+
+
+@pytest.mark.parametrize("name", ["a\x00b.lance", "x" * 300 + ".lance", "missing-dir/w.lance", ""])
+def test_write_file_bad_path_is_typed(tmp_path, name):
+    # was ValueError (embedded null byte), OSError (File name too long),
+    # FileNotFoundError, IsADirectoryError
+    with pytest.raises(FileAccessError):
+        tformat.write_file(os.path.join(str(tmp_path), name), TABLE)

@@ -342,3 +342,16 @@ def test_writer_tasks_commit_and_abort_in_process(tmp_path):
     over.commit([over.write(iter([pa.record_batch({"x": [1.5]})]))])
     t = Table.open(loc.uri)
     assert t.version == 2 and t.to_arrow().to_pylist() == [{"x": 1.5}]
+
+
+def test_commit_retry_options_set_the_drivers_policy(tmp_path):
+    from catalog import errors as E
+    from catalog.spark_write import plan_write
+    from commit.retry import RetryPolicy
+
+    loc = tspark.TableLocation(str(tmp_path / "t"))
+    schema = T.StructType([T.StructField("id", T.LongType(), False)])
+    w = plan_write(loc, schema, False, {"commit.retry.max-seconds": "7", "commit.retry.read-back-seconds": "0.5"})
+    assert w.plan.handler().policy == RetryPolicy(max_seconds=7, read_back_seconds=0.5)
+    with pytest.raises(E.SparkOptionError, match="max-seconds"):
+        plan_write(loc, schema, False, {"commit.retry.max-seconds": "later"})

@@ -8,108 +8,18 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import threading
 import uuid
-from urllib.parse import urlparse
 
 import pytest
-import sqlalchemy as sa
 
 sys.path.insert(0, os.path.dirname(__file__))
+# tests/ appended, not prepended: tests/catalog and tests/stores must not shadow the packages
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fault_proxy import FaultProxy, _target, _via_proxy  # noqa: E402
 from manifest_store_fixtures import dynamodb_table, dynamodb_url  # noqa: E402,F401
 
 from stores.errors import AmbiguousStoreError  # noqa: E402
 from stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
-
-
-class FaultProxy:
-    """Forwards TCP to a server.  When ``marker`` is set, the first reply that
-    follows a client message containing it is swallowed: the client
-    connection is closed ("drop") or left hanging ("stall")."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.marker: tuple[bytes, ...] | None = None
-        self.mode = "drop"
-        self.fired = threading.Event()
-        self._stop = False
-        self._socks: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def arm(self, marker: str, mode: str = "drop") -> None:
-        # as text, or hex-encoded (how SQLAlchemy's MySQL dialect sends VARBINARY values)
-        self.mode, self.marker = mode, (marker.encode(), marker.encode().hex().encode())
-        self.fired.clear()
-
-    def _accept(self) -> None:
-        while not self._stop:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self.target)
-            self._socks += [client, server]
-            state = {"hit": False, "tail": b""}
-            threading.Thread(target=self._up, args=(client, server, state), daemon=True).start()
-            threading.Thread(target=self._down, args=(server, client, state), daemon=True).start()
-
-    def _up(self, client: socket.socket, server: socket.socket, state: dict) -> None:
-        try:
-            while data := client.recv(65536):
-                window = state["tail"] + data
-                if self.marker and any(m in window or m.upper() in window for m in self.marker):
-                    state["hit"] = True
-                state["tail"] = data[-512:]
-                server.sendall(data)
-        except OSError:
-            pass
-
-    def _down(self, server: socket.socket, client: socket.socket, state: dict) -> None:
-        try:
-            while data := server.recv(65536):
-                if state["hit"] and self.marker:
-                    self.marker = None
-                    self.fired.set()
-                    if self.mode == "drop":
-                        client.shutdown(socket.SHUT_RDWR)
-                        client.close()
-                        server.close()
-                    return  # "stall": keep both sockets open, forward nothing more
-                client.sendall(data)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        self._stop = True
-        self.listener.close()
-        for s in self._socks:
-            try:
-                s.close()
-            except OSError:
-                pass
-
-
-def _via_proxy(url: str, proxy_port: int) -> str:
-    if url.startswith("dynamodb:"):
-        endpoint = url.split("endpoint_url=", 1)[1]
-        return url.replace(endpoint, f"http://127.0.0.1:{proxy_port}")
-    if url.startswith("redis:"):
-        p = urlparse(url)
-        return url.replace(p.netloc, f"127.0.0.1:{proxy_port}")
-    return sa.engine.make_url(url).set(host="127.0.0.1", port=proxy_port).render_as_string(hide_password=False)
-
-
-def _target(url: str) -> tuple[str, int]:
-    if url.startswith("dynamodb:"):
-        ep = urlparse(url.split("endpoint_url=", 1)[1])
-        return ep.hostname, ep.port
-    if url.startswith("redis:"):
-        p = urlparse(url)
-        return p.hostname, p.port or 6379
-    u = sa.engine.make_url(url)
-    return u.host, u.port or (5432 if u.get_backend_name() == "postgresql" else 3306)
 
 
 @pytest.fixture(params=["postgresql", "mysql", "redis", "dynamodb"])

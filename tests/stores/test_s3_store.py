@@ -485,27 +485,30 @@ def test_native_commit_refuses_a_store_that_ignores_the_condition(moto_server, b
 
 
 def test_an_append_on_s3_is_four_requests(moto_server, bucket, monkeypatch):
-    """Data file, transaction file, the conditional manifest PUT and the hint:
-    a table that is already open commits without listing ``_versions/``."""
+    """Data file, transaction file, the lineage check (a ranged GET of the
+    manifest the writer read: is it still this table's?) and the conditional
+    manifest PUT: a table that is already open commits without listing
+    ``_versions/``, and writes no hint file (nothing reads it on S3)."""
     import botocore.client
 
     from catalog import Table
 
     uri, opts = f"s3://{bucket}/counted", moto_server.storage_options()
     t = Table.create(uri, pa.table({"a": [1, 2]}), storage_options=opts)
-    calls: list[tuple[str, str]] = []
+    calls: list[tuple[str, str, str]] = []
     real = botocore.client.BaseClient._make_api_call
 
     def spy(self, op, params):
-        calls.append((op, params.get("Key", params.get("Prefix", ""))))
+        calls.append((op, params.get("Key", params.get("Prefix", "")), params.get("Range", "")))
         return real(self, op, params)
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", spy)
     t.append(pa.table({"a": [3]}))
     t.append(pa.table({"a": [4]}))
-    ops = [(op, key.split("/")[1]) for op, key in calls]
-    assert ops == [("PutObject", "data"), ("PutObject", "_transactions"), ("PutObject", "_versions"),
+    ops = [(op, key.split("/")[1]) for op, key, _ in calls]
+    assert ops == [("PutObject", "data"), ("PutObject", "_transactions"), ("GetObject", "_versions"),
                    ("PutObject", "_versions")] * 2, calls
-    assert calls[2][1].endswith(f"{2**64 - 1 - 2:020d}.manifest") and calls[3][1].endswith("latest_version_hint.json")
+    assert calls[2][1].endswith(f"{2**64 - 1 - 1:020d}.manifest") and calls[2][2].startswith("bytes=-")
+    assert calls[3][1].endswith(f"{2**64 - 1 - 2:020d}.manifest")
     monkeypatch.undo()
     assert Table.open(uri, storage_options=opts).to_arrow().column("a").to_pylist() == [1, 2, 3, 4]

@@ -16,7 +16,7 @@ from manifest_store_fixtures import REPO, scratch_sql_url  # noqa: E402,F401
 
 from stores import sql_migrate  # noqa: E402
 from stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
-from stores.sql_schema import TABLE_NAME, Base  # noqa: E402
+from stores.sql_schema import META_TABLE_NAME, TABLE_NAME, Base  # noqa: E402
 
 
 def _tables(url: str) -> set[str]:
@@ -66,9 +66,46 @@ def test_downgrade_to_base_then_upgrade(scratch_sql_url):
     open_manifest_store(scratch_sql_url, create=False).close()
 
 
+def test_the_upgrade_creates_the_store_id_and_a_downgrade_forgets_it(scratch_sql_url):
+    sql_migrate.upgrade(scratch_sql_url)
+    first = sql_migrate.read_store_id(scratch_sql_url)
+    assert first and len(first) == 32
+    assert sql_migrate.upgrade(scratch_sql_url) == sql_migrate.head_revision()
+    assert sql_migrate.read_store_id(scratch_sql_url) == first
+    store = open_manifest_store(scratch_sql_url, create=False)
+    key = normalize_table_uri(f"s3://mig-{uuid.uuid4().hex[:8]}/t")
+    record = VersionRecord(key, 1, "_versions/a.manifest-x", 1, "txn", "inc")
+    store.reserve(record)
+    assert store.store_id() == first
+    store.close()
+    assert sql_migrate.downgrade(scratch_sql_url, "0002_catalog") == "0002_catalog"
+    assert META_TABLE_NAME not in _tables(scratch_sql_url)
+    assert sql_migrate.read_store_id(scratch_sql_url) is None
+    sql_migrate.upgrade(scratch_sql_url)
+    second = sql_migrate.read_store_id(scratch_sql_url)
+    assert second and second != first  # documented: a downgrade below 0003 forgets the id
+    store = open_manifest_store(scratch_sql_url, create=False)
+    assert store.get(key, 1) == record
+    store.close()
+
+
+def test_offline_scripts_carry_no_store_id():
+    """One --sql script applied to several databases must not give them one id."""
+    import io
+
+    from alembic import command
+
+    cfg = sql_migrate.alembic_config("sqlite:///offline.db")
+    cfg.output_buffer = io.StringIO()
+    command.upgrade(cfg, "head", sql=True)
+    script = cfg.output_buffer.getvalue()
+    assert f"CREATE TABLE {META_TABLE_NAME}" in script
+    assert f"INSERT INTO {META_TABLE_NAME}" not in script
+
+
 def test_model_matches_the_migration(scratch_sql_url):
-    """The typed mapping in stores/sql_store.py and migration 0001 agree
-    (Alembic autogenerate finds nothing to do)."""
+    """The typed mappings in stores/sql_schema.py and migrations 0001 and
+    0003 agree (Alembic autogenerate finds nothing to do)."""
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
@@ -82,7 +119,7 @@ def test_model_matches_the_migration(scratch_sql_url):
             diffs = compare_metadata(ctx, Base.metadata)
     finally:
         eng.dispose()
-    ours = [d for d in diffs if TABLE_NAME in repr(d)]
+    ours = [d for d in diffs if TABLE_NAME in repr(d) or META_TABLE_NAME in repr(d)]
     assert ours == []
 
 

@@ -1,0 +1,141 @@
+"""The one retry policy of the commit path (tenacity), defined once.
+
+Three kinds of waiting share it:
+
+* **version taken** - another writer won the version we tried: rebase on it
+  and try the next one (:func:`commit.committer.commit_transaction`);
+* **operation re-run** - a concurrent commit forces the operation itself to be
+  rebuilt on the latest version (a delete whose rows were rewritten, ...):
+  :func:`commit.committer.commit_operation`, used by ``Table``, the catalog's
+  multi-table transaction and the Spark driver;
+* **read-back** - a store answered ambiguously (timeout, lost reply): read the
+  outcome back with jittered backoff for ``read_back_seconds`` before giving
+  up with :class:`~commit.errors.CommitOutcomeUnknownError`.
+
+All attempts of one commit share one wall-clock budget (``max_seconds``), so
+nested loops never multiply it.  Users set it with ``Table.open(...,
+retry=RetryPolicy(...))`` or the catalog properties ``commit.retry.*``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import TypeVar
+
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
+from stores.errors import AmbiguousStoreError, StoreUnavailableError
+
+from .errors import CommitError
+
+T = TypeVar("T")
+
+#: catalog / Spark property prefix: ``commit.retry.max-attempts=50`` ...
+PROPERTY_PREFIX = "commit.retry."
+
+
+class InvalidRetryPolicyError(CommitError, ValueError):
+    """A retry setting that is not a positive number (or an unknown one)."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounds on retries: attempts, one wall-clock budget, backoff, read-back.
+
+    Args:
+        max_attempts: version-taken retries of one commit, and re-runs of one
+            operation, each at most this many.
+        max_seconds: the wall-clock budget of one operation, all retries and
+            read-backs included.
+        base_delay: first backoff step (seconds); full-jitter exponential after it.
+        max_delay: the longest single backoff (seconds).
+        read_back_seconds: after an ambiguous store error, how long the outcome
+            is read back (with jittered backoff) before
+            CommitOutcomeUnknownError.
+    """
+
+    max_attempts: int = 200
+    max_seconds: float = 120.0
+    base_delay: float = 0.01
+    max_delay: float = 1.0
+    read_back_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise InvalidRetryPolicyError(f"retry {f.name} must be a non-negative number, got {value!r}")
+        if self.max_attempts < 1:
+            raise InvalidRetryPolicyError(f"retry max_attempts must be at least 1, got {self.max_attempts!r}")
+
+    # -- construction -----------------------------------------------------------------
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str] | None, prefix: str = PROPERTY_PREFIX) -> "RetryPolicy":
+        """A policy from ``{prefix}max-attempts``-style properties (others ignored)."""
+        values: dict[str, float | int] = {}
+        names = {f.name.replace("_", "-"): f for f in fields(cls)}
+        for key, raw in (props or {}).items():
+            if not key.startswith(prefix):
+                continue
+            name = key[len(prefix):]
+            f = names.get(name)
+            if f is None:
+                raise InvalidRetryPolicyError(
+                    f"unknown retry property {key!r}; known: {sorted(prefix + n for n in names)}"
+                )
+            try:
+                values[f.name] = int(raw) if f.name == "max_attempts" else float(raw)
+            except (TypeError, ValueError):
+                raise InvalidRetryPolicyError(f"retry property {key!r} must be a number, got {raw!r}") from None
+        return cls(**values)  # type: ignore[arg-type]
+
+    def with_(self, **changes: float) -> "RetryPolicy":
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    # -- use --------------------------------------------------------------------------
+
+    def deadline(self) -> float:
+        """The monotonic time at which an operation starting now must stop."""
+        return time.monotonic() + self.max_seconds
+
+    def retrying(self, exc_types: type[BaseException] | tuple[type[BaseException], ...],
+                 deadline: float | None = None) -> Retrying:
+        """A tenacity loop retrying ``exc_types`` within the attempts and the
+        shared ``deadline`` (default: ``max_seconds`` from now)."""
+        end = deadline if deadline is not None else self.deadline()
+
+        def past_deadline(state: RetryCallState) -> bool:
+            return time.monotonic() >= end
+
+        return Retrying(
+            stop=stop_after_attempt(self.max_attempts) | past_deadline,
+            wait=wait_random_exponential(multiplier=self.base_delay, max=self.max_delay),
+            retry=retry_if_exception_type(exc_types),
+            reraise=False,
+        )
+
+    def read_back(self, fn: Callable[[], T], deadline: float | None = None) -> T:
+        """Call ``fn`` until it answers, retrying ambiguous/unavailable store
+        errors with jittered backoff for ``read_back_seconds`` (never past
+        ``deadline``).  The last error is re-raised when the window closes."""
+        end = time.monotonic() + self.read_back_seconds
+        if deadline is not None:
+            end = min(end, max(deadline, time.monotonic() + min(self.read_back_seconds, 1.0)))
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except (AmbiguousStoreError, StoreUnavailableError):
+                now = time.monotonic()
+                if now >= end:
+                    raise
+                attempt += 1
+                step = min(self.max_delay, max(self.base_delay, 0.05) * 2 ** min(attempt, 10))
+                time.sleep(min(random.uniform(step / 2, step), max(0.0, end - now)))
+
+
+DEFAULT_POLICY = RetryPolicy()

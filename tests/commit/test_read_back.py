@@ -1,0 +1,136 @@
+"""Read-back with patience: a short outage of the manifest store during a
+commit (a real server behind a loopback proxy) ends in success, because the
+outcome is read back with jittered backoff for a bounded window; a longer
+outage ends in CommitOutcomeUnknownError, and the next open finishes a commit
+that had landed."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+
+import pyarrow as pa
+import pytest
+
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fault_proxy import FaultProxy, target_of, via_proxy  # noqa: E402
+
+from catalog import Table  # noqa: E402
+from catalog import errors as E  # noqa: E402
+from commit import faults  # noqa: E402
+from commit.retry import RetryPolicy  # noqa: E402
+from stores.manifest_store import normalize_table_uri, open_manifest_store  # noqa: E402
+
+
+@pytest.fixture(params=["postgres", "mysql", "redis", "dynamodb"])
+def store_url(request):
+    if request.param == "dynamodb":
+        from deploy.provision_dynamodb import create_table
+
+        moto = request.getfixturevalue("moto_server")
+        name = f"tessera-{uuid.uuid4().hex[:8]}"
+        create_table(name, region="us-east-1", endpoint_url=moto.endpoint)
+        return f"dynamodb:///{name}?region=us-east-1&endpoint_url={moto.endpoint}"
+    return request.getfixturevalue({"postgres": "postgres_url", "mysql": "mysql_url", "redis": "redis_url"}[request.param])
+
+
+def _rows(start: int) -> pa.Table:
+    return pa.table({"i": pa.array([start, start + 1], pa.int64())})
+
+
+def _with_timeout(url: str, seconds: float) -> str:
+    return url + ("&" if "?" in url else "?") + f"io_timeout={seconds}"
+
+
+@pytest.fixture
+def proxied(store_url, tmp_path):
+    proxy = FaultProxy(*target_of(store_url))
+    uri = str(tmp_path / "t")
+    Table.create(uri, _rows(0), commit_store=store_url)
+    yield uri, store_url, _with_timeout(via_proxy(store_url, proxy.port), 2), proxy
+    faults.clear()
+    proxy.close()
+    ms = open_manifest_store(store_url)
+    ms.delete_table(normalize_table_uri(uri))
+    ms.close()
+
+
+@pytest.mark.parametrize("lost", [True, False], ids=["reply-lost", "not-sent"])
+def test_half_second_outage_during_reserve_ends_in_success(proxied, lost):
+    uri, direct, through, proxy = proxied
+    t = Table.open(uri, commit_store=through)
+    if lost:
+        # the reservation reaches the server, its reply is lost, and the server is then
+        # unreachable for 0.5 s: the read-back must wait for it and find our row
+        faults.set_action(faults.STAGED, lambda: proxy.arm(".manifest-", "outage", outage=0.5))
+    else:
+        faults.set_action(faults.STAGED, lambda: proxy.start_outage(0.5))
+    start = time.monotonic()
+    t.append(_rows(10))
+    faults.clear()
+    assert t.version == 2
+    assert time.monotonic() - start < 10
+    if lost:
+        assert proxy.fired.is_set()
+    t2 = Table.open(uri, commit_store=direct)
+    assert t2.version == 2 and sorted(t2.to_arrow().column("i").to_pylist()) == [0, 1, 10, 11]
+
+
+def test_outage_longer_than_the_read_back_window_is_unknown_then_repaired(proxied):
+    uri, direct, through, proxy = proxied
+    t = Table.open(uri, commit_store=through, retry=RetryPolicy(read_back_seconds=0.5))
+    faults.set_action(faults.STAGED, lambda: proxy.arm(".manifest-", "outage", outage=4.0))
+    start = time.monotonic()
+    with pytest.raises(E.CommitOutcomeUnknownError):
+        t.append(_rows(10))
+    assert time.monotonic() - start < 8  # bounded: io_timeout and the window, not the outage
+    faults.clear()
+    # the reservation had landed: the next open (direct) finishes the commit
+    t2 = Table.open(uri, commit_store=direct)
+    assert t2.version == 2 and sorted(t2.to_arrow().column("i").to_pylist()) == [0, 1, 10, 11]
+
+
+def test_retry_policy_from_catalog_properties_and_bad_values(tmp_path):
+    from catalog.catalog import connect
+    from commit.retry import InvalidRetryPolicyError
+
+    cat = connect(warehouse=str(tmp_path / "wh"), properties={"commit.retry.read-back-seconds": "0.25",
+                                                              "commit.retry.max-attempts": "7"})
+    cat.create_namespace("n")
+    t = cat.create_table("n.t", _rows(0))
+    assert t._handler.policy == RetryPolicy(read_back_seconds=0.25, max_attempts=7)
+    assert cat.load_table("n.t")._handler.policy.read_back_seconds == 0.25
+    cat.close()
+    with pytest.raises(InvalidRetryPolicyError, match="max-seconds"):
+        RetryPolicy.from_properties({"commit.retry.max-seconds": "soon"})
+    with pytest.raises(InvalidRetryPolicyError, match="unknown retry property"):
+        RetryPolicy.from_properties({"commit.retry.max-atempts": "3"})
+    with pytest.raises(InvalidRetryPolicyError):
+        RetryPolicy(max_attempts=0)
+    with pytest.raises(E.TesseraError):
+        Table.open(str(tmp_path / "wh"), retry={"max_attempts": 3})
+
+
+def test_contention_budget_is_shared_by_rerun_and_rebase(tmp_path):
+    """One wall-clock budget: a writer that keeps losing gives up with
+    TooMuchContentionError within max_seconds, however the loops nest."""
+    from commit.errors import CommitConflictError
+    from commit.handlers import NativeCommitHandler
+
+    class AlwaysTaken(NativeCommitHandler):
+        def commit(self, *a, **kw):
+            raise CommitConflictError(0, "injected: someone else always wins")
+
+        def versions_after(self, store, version):
+            return []
+
+    uri = str(tmp_path / "t")
+    Table.create(uri, _rows(0))
+    t = Table.open(uri)
+    t._handler = AlwaysTaken(RetryPolicy(max_seconds=0.5, max_attempts=10_000, base_delay=0.001, max_delay=0.01))
+    start = time.monotonic()
+    with pytest.raises(E.TooMuchContentionError):
+        t.delete("i = 0")
+    assert time.monotonic() - start < 2.0
