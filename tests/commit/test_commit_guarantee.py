@@ -272,3 +272,38 @@ def test_tessera_and_pylance_writers_race_on_an_external_table(kind, request, tm
         assert staged == []
     finally:
         s.cleanup()
+
+
+def test_pylance_with_its_own_dynamodb_commit_store_is_adopted(request, tmp_path, lance):
+    """pylance's ``s3+ddb://`` commit store is a writer outside Tessera's store
+    (its items are keyed differently): its commits are adopted by Tessera's
+    DynamoDB store, and Tessera's land after them."""
+    s = Setup("dynamodb", request, tmp_path)
+    moto = request.getfixturevalue("moto_server")
+    ddb = moto.client("dynamodb")
+    lance_table = f"lance-{uuid.uuid4().hex[:8]}"
+    ddb.create_table(TableName=lance_table,
+                     KeySchema=[{"AttributeName": "base_uri", "KeyType": "HASH"},
+                                {"AttributeName": "version", "KeyType": "RANGE"}],
+                     AttributeDefinitions=[{"AttributeName": "base_uri", "AttributeType": "S"},
+                                           {"AttributeName": "version", "AttributeType": "N"}],
+                     BillingMode="PAY_PER_REQUEST")
+    ddb_uri = s.uri.replace("s3://", "s3+ddb://", 1) + f"?ddbTableName={lance_table}"
+    ddb_opts = {**s.lance_opts, "dynamodb_endpoint": moto.endpoint}
+    try:
+        t = s.create(_rows(0))
+        ds = lance.write_dataset(_rows(100), ddb_uri, mode="append", storage_options=ddb_opts)
+        assert ds.version == 2
+        t.append(_rows(200))  # v2 is pylance's: adopted, ours lands at v3
+        assert t.version == 3
+        ds = lance.write_dataset(_rows(300), ddb_uri, mode="append", storage_options=ddb_opts)
+        assert ds.version == 4
+        final = s.open()
+        assert final.version == 4
+        assert _ids(final) == [0, 1, 100, 101, 200, 201, 300, 301]
+        assert [v["version"] for v in final.versions()] == [1, 2, 3, 4]
+        plain = lance.dataset(s.uri, storage_options=s.lance_opts)
+        assert plain.version == 4 and plain.count_rows() == 8
+    finally:
+        s.cleanup()
+        ddb.delete_table(TableName=lance_table)
