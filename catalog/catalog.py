@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from stores.object_store import open_object_store
+from tessera.stores.object_store import open_object_store
 
 from .errors import (
     CatalogConnectionError,
@@ -114,8 +114,8 @@ class Catalog:
         ``commit.retry.base-delay``, ``commit.retry.max-delay`` and
         ``commit.retry.read-back-seconds`` bound the commits of every table
         this catalog opens."""
-        from commit.retry import RetryPolicy
-        from stores.sql_migrate import upgrade
+        from tessera.commit.retry import RetryPolicy
+        from tessera.stores.sql_migrate import upgrade
 
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidArgumentError(f"retry must be a commit.retry.RetryPolicy, got {type(retry).__name__}")
@@ -160,7 +160,7 @@ class Catalog:
     def manifest_store(self):
         """The catalog database's own manifest store (commit_store="catalog")."""
         if self._manifest_store is None:
-            from stores.sql_store import SqlManifestStore
+            from tessera.stores.sql_store import SqlManifestStore
 
             self._manifest_store = SqlManifestStore.from_url(self.uri)
         return self._manifest_store
@@ -256,7 +256,7 @@ class Catalog:
         if type(store).__name__ == "LocalObjectStore":
             return "native"
         try:
-            from stores.probe import probe_conditional_put
+            from tessera.stores.probe import probe_conditional_put
 
             probe_conditional_put(store)
             return "native"
@@ -350,7 +350,7 @@ class Catalog:
                 obj.delete(path)
             cs = self._commit_store_for(store)
             if cs is not None:
-                from stores.manifest_store import normalize_table_uri, open_manifest_store
+                from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
 
                 ms = open_manifest_store(cs) if isinstance(cs, str) else cs
                 ms.delete_table(normalize_table_uri(uri))

@@ -363,13 +363,13 @@ def store_check(url, storage_option):
     store id if the store has none yet."""
     opts = dict(s.split("=", 1) for s in storage_option)
     if url.startswith(("s3://", "s3a://", "file://", "/")) or "://" not in url:
-        from stores.object_store import open_object_store
-        from stores.probe import probe_conditional_put
+        from tessera.stores.object_store import open_object_store
+        from tessera.stores.probe import probe_conditional_put
 
         probe_conditional_put(open_object_store(url, opts))
         console.print(f"[green]ok[/]: {url} refuses a second conditional write")
         return
-    from stores.manifest_store import open_manifest_store
+    from tessera.stores.manifest_store import open_manifest_store
 
     _refuse_missing_sqlite(url)
     ms = open_manifest_store(url, create=False, check=False)  # a check creates no database, table or schema
@@ -387,8 +387,8 @@ def _refuse_missing_sqlite(url: str) -> None:
     driver create an empty database."""
     if not url.lower().startswith("sqlite"):
         return
-    from stores.errors import StoreSchemaError
-    from stores.sql_migrate import parse_sql_url
+    from tessera.stores.errors import StoreSchemaError
+    from tessera.stores.sql_migrate import parse_sql_url
 
     path = parse_sql_url(url).database or ""
     if path.startswith("file:"):  # a URI filename: leave it to the driver

@@ -38,9 +38,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from commit.committer import commit_transaction, fragment_live_rows, new_transaction
-from format import rowids as lrowids
-from format.protos import table_pb2, transaction_pb2
+from tessera.commit.committer import commit_transaction, fragment_live_rows, new_transaction
+from tessera.format import rowids as lrowids
+from tessera.format.protos import table_pb2, transaction_pb2
 
 from .errors import CompactionError, InvalidArgumentError
 from .fragments import FragmentReader, write_fragments

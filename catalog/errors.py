@@ -7,7 +7,7 @@ callers can catch everything from one module.
 
 from __future__ import annotations
 
-from commit.errors import (  # noqa: F401  (re-exported)
+from tessera.commit.errors import (  # noqa: F401  (re-exported)
     CommitConflictError,
     CommitError,
     CommitOutcomeUnknownError,
@@ -18,7 +18,7 @@ from commit.errors import (  # noqa: F401  (re-exported)
     TooMuchContentionError,
     VersionNotFoundError,
 )
-from format.errors import (  # noqa: F401
+from tessera.format.errors import (  # noqa: F401
     TesseraError,
     ColumnNotFoundError,
     CorruptFileError,
@@ -27,8 +27,8 @@ from format.errors import (  # noqa: F401
     UnsupportedEncodingError,
     UnsupportedTypeError,
 )
-from format.manifest import MixedNamingError, UnknownFeatureFlagError  # noqa: F401
-from stores.errors import (  # noqa: F401
+from tessera.format.manifest import MixedNamingError, UnknownFeatureFlagError  # noqa: F401
+from tessera.stores.errors import (  # noqa: F401
     AmbiguousStoreError,
     ConditionalWriteUnsupportedError,
     IncarnationMismatchError,

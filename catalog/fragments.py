@@ -16,16 +16,16 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-import format as tformat
-from format import deletion as ldeletion
-from format import manifest as lmanifest
-from format import schema as lschema
-from format.container import DATAFILE_VERSIONS
-from format.errors import CorruptFileError, UnsupportedEncodingError
-from format.protos import table_pb2
-from format.rowids import decode_row_ids  # noqa: F401  (moved to format.rowids; kept importable here)
-from stores.errors import InvalidURIError
-from stores.object_store import ObjectStore
+from tessera import format as tformat
+from tessera.format import deletion as ldeletion
+from tessera.format import manifest as lmanifest
+from tessera.format import schema as lschema
+from tessera.format.container import DATAFILE_VERSIONS
+from tessera.format.errors import CorruptFileError, UnsupportedEncodingError
+from tessera.format.protos import table_pb2
+from tessera.format.rowids import decode_row_ids  # noqa: F401  (moved to format.rowids; kept importable here)
+from tessera.stores.errors import InvalidURIError
+from tessera.stores.object_store import ObjectStore
 
 DATA_DIR = "data"
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
@@ -109,7 +109,7 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, allow_extra: bool
     """``batch`` with the columns of ``schema``: matched by name, in its order,
     cast safely to its types, nullability checked.  Extra columns are an
     error unless ``allow_extra``."""
-    from format.errors import SchemaMismatchError
+    from tessera.format.errors import SchemaMismatchError
 
     if batch.schema.equals(schema, check_metadata=False):
         return batch

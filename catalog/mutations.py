@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from commit.committer import new_transaction
-from format import deletion as ldeletion
-from format import schema as lschema
-from format.protos import table_pb2, transaction_pb2
+from tessera.commit.committer import new_transaction
+from tessera.format import deletion as ldeletion
+from tessera.format import schema as lschema
+from tessera.format.protos import table_pb2, transaction_pb2
 
 from . import data as ldata
 from . import predicate as lpred
@@ -159,6 +159,22 @@ def build_update(table, values: dict, where) -> transaction_pb2.Transaction | No
 
 def build_merge_insert(table, source: pa.Table, on: list[str], update_matched: bool, insert_unmatched: bool,
                        delete_unmatched_target: bool, stats: dict) -> transaction_pb2.Transaction | None:
+    """The Update transaction of a merge-insert, with pylance's semantics:
+
+    * every target row whose key equals a source row's is *matched*; with
+      ``update_matched`` each matched target row is replaced by its source
+      row (target rows sharing a key are each updated: two target rows with
+      key 2 and one source row with key 2 give two updated rows);
+    * a target row matched by two source rows is ambiguous: InvalidArgumentError,
+      nothing written (source rows sharing a key that matches no target row
+      are simply inserted);
+    * NULL keys never match (SQL equality): such source rows are inserted,
+      such target rows are never updated;
+    * ``insert_unmatched`` inserts the source rows that matched no target row;
+      ``delete_unmatched_target`` deletes the target rows no source row matched.
+
+    ``stats`` gets num_updated_rows (target rows replaced), num_inserted_rows
+    and num_deleted_rows."""
     schema = table.schema
     for k in on:
         if k not in schema.names:
@@ -169,14 +185,14 @@ def build_merge_insert(table, source: pa.Table, on: list[str], update_matched: b
 
     source = pa.Table.from_batches([conform_batch(b, schema) for b in source.to_batches()], schema=schema)
     keys = source.select(on)
-    if keys.group_by(on).aggregate([]).num_rows != keys.num_rows:
-        raise InvalidArgumentError(f"the source has duplicate keys on {on}: a target row could match twice")
     src_keys = keys.append_column("__src", pa.array(np.arange(source.num_rows, dtype=np.int64)))
     fields = fields_by_name(table._fields, on)
     txn = new_transaction(table.version)
     u = txn.update
     matched_src: list[np.ndarray] = []
-    n_deleted = 0
+    updated_from: list[np.ndarray] = []  # the source row replacing each matched target row
+    n_deleted = n_updated = 0
+    plans = []
     for frag in table.manifest.fragments:
         reader = FragmentReader(table.store, frag, fields)
         offs, batches = _matches(table, reader, on, None)
@@ -184,29 +200,44 @@ def build_merge_insert(table, source: pa.Table, on: list[str], update_matched: b
             reader.close()
             continue
         tgt = pa.Table.from_batches(batches).append_column("__off", pa.array(offs.astype(np.int64)))
-        joined = tgt.join(src_keys, keys=on, join_type="inner")
+        joined = tgt.join(src_keys, keys=on, join_type="inner")  # NULL keys never match
         hit_off = joined.column("__off").to_numpy()
-        matched_src.append(joined.column("__src").to_numpy())
+        hit_src = joined.column("__src").to_numpy()
+        uniq, counts = np.unique(hit_off, return_counts=True)
+        if len(uniq) != len(hit_off):
+            dup = int(uniq[counts > 1][0])
+            row = joined.filter(pc.equal(joined.column("__off"), dup)).select(on).slice(0, 1).to_pylist()[0]
+            reader.close()
+            raise InvalidArgumentError(
+                f"ambiguous merge_insert: several source rows match the same target row (key {row}); "
+                "each target row may be matched by at most one source row - deduplicate the source"
+            )
+        matched_src.append(hit_src)
         drop = np.zeros(0, np.int64)
         if update_matched and len(hit_off):
             drop = hit_off
+            order = np.argsort(hit_off, kind="stable")
+            updated_from.append(hit_src[order])
+            n_updated += len(hit_off)
         if delete_unmatched_target:
             unmatched = np.setdiff1d(offs, hit_off)
             n_deleted += len(unmatched)
             drop = np.union1d(drop, unmatched)
+        plans.append((frag, reader, drop))
+    for frag, reader, drop in plans:
         if len(drop):
             _delete_rows(table, frag, reader, drop, u.updated_fragments, u.removed_fragment_ids)
         reader.close()
     matched = np.unique(np.concatenate(matched_src)) if matched_src else np.zeros(0, np.int64)
+    unmatched_src = np.setdiff1d(np.arange(source.num_rows), matched)
     take = []
     if update_matched:
-        take.append(matched)
-    unmatched_src = np.setdiff1d(np.arange(source.num_rows), matched)
+        take.extend(updated_from)
     if insert_unmatched:
         take.append(unmatched_src)
-    rows = np.sort(np.concatenate(take)) if take else np.zeros(0, np.int64)
+    rows = np.concatenate(take).astype(np.int64) if take else np.zeros(0, np.int64)
     stats.update(
-        num_updated_rows=int(len(matched)) if update_matched else 0,
+        num_updated_rows=int(n_updated),
         num_inserted_rows=int(len(unmatched_src)) if insert_unmatched else 0,
         num_deleted_rows=n_deleted,
     )
@@ -322,3 +353,38 @@ def build_rename_column(table, old: str, new: str) -> transaction_pb2.Transactio
     txn = new_transaction(table.version)
     txn.project.schema.extend(protos)
     return txn
+
+
+class MergeInsertBuilder:
+    """pylance's merge-insert builder::
+
+        t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+
+    Each ``when_*`` clause turns one action on; ``execute`` runs the merge
+    (as :meth:`Table.merge_insert`) and returns its counts."""
+
+    def __init__(self, table, on) -> None:
+        self._table, self._on = table, on
+        self._update = self._insert = self._delete = False
+
+    def when_matched_update_all(self) -> "MergeInsertBuilder":
+        self._update = True
+        return self
+
+    def when_not_matched_insert_all(self) -> "MergeInsertBuilder":
+        self._insert = True
+        return self
+
+    def when_not_matched_by_source_delete(self) -> "MergeInsertBuilder":
+        self._delete = True
+        return self
+
+    def execute(self, data) -> dict:
+        if not (self._update or self._insert or self._delete):
+            raise InvalidArgumentError(
+                "merge_insert is not configured to change anything: call when_matched_update_all(), "
+                "when_not_matched_insert_all() or when_not_matched_by_source_delete() before execute()"
+            )
+        return self._table.merge_insert(data, self._on, when_matched_update_all=self._update,
+                                        when_not_matched_insert_all=self._insert,
+                                        when_not_matched_by_source_delete=self._delete)

@@ -41,7 +41,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Tokenizer
 
-from catalog.errors import (PredicateError, PredicateSyntaxError, PredicateTypeError,
+from tessera.catalog.errors import (PredicateError, PredicateSyntaxError, PredicateTypeError,
                             UnknownColumnError, UnsupportedPredicateError)
 
 __all__ = ["Predicate", "filter_mask", "referenced_columns", "to_expression", "to_sql"]

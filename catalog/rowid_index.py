@@ -32,10 +32,10 @@ from typing import Iterable
 import numpy as np
 import pyarrow as pa
 
-from format import deletion as ldeletion
-from format import rowids as lrowids
-from format.protos import table_pb2
-from stores.object_store import ObjectStore
+from tessera.format import deletion as ldeletion
+from tessera.format import rowids as lrowids
+from tessera.format.protos import table_pb2
+from tessera.stores.object_store import ObjectStore
 
 from .errors import DuplicateRowIdError
 
@@ -105,7 +105,7 @@ class RowIdIndex:
                 )
             pos, first, length = seq.runs()
             if int(length.sum()) != frag.physical_rows:
-                from format.errors import CorruptFileError
+                from tessera.format.errors import CorruptFileError
 
                 raise CorruptFileError(None, f"fragment {frag.id} has {frag.physical_rows} rows but "
                                              f"{int(length.sum())} row ids")
@@ -225,7 +225,7 @@ def _check_address_fragment(frag: table_pb2.DataFragment, store: ObjectStore, se
     """A fragment of a table whose row ids are its row addresses: its id must
     fit the address's high 32 bits and be unique, and it must not carry a
     row id sequence (which only a table with stable row ids has)."""
-    from format.errors import CorruptFileError
+    from tessera.format.errors import CorruptFileError
 
     if frag.id > 0xFFFFFFFF or frag.id in seen:
         raise CorruptFileError(store.uri, f"fragment id {frag.id} is {'repeated' if frag.id in seen else 'over 2**32'}: "

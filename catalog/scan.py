@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
 
-from format import schema as lschema
-from format.protos import table_pb2
-from stores.object_store import ObjectStore
+from tessera.format import schema as lschema
+from tessera.format.protos import table_pb2
+from tessera.stores.object_store import ObjectStore
 
 from .errors import InvalidArgumentError, UnknownColumnError
 from .fragments import FragmentReader, one_array
@@ -52,7 +52,7 @@ def _check_row_id_fragments(fragments, store: ObjectStore, row_ids: bool) -> Non
     the address's high 32 bits and is unique, and (for ``_rowid``) either all
     fragments carry a row id sequence or none does; a corrupt manifest would
     otherwise give wrapped, repeated or mixed ids."""
-    from format.errors import CorruptFileError
+    from tessera.format.errors import CorruptFileError
 
     seen: set[int] = set()
     with_seq = 0

@@ -2,8 +2,9 @@
 
 Register it once per SparkSession, then read and write tables by URI::
 
-    import catalog.spark
-    catalog.spark.register(spark)
+    from tessera.catalog import spark as tessera_spark
+
+    tessera_spark.register(spark)
 
     (df.write.format("tessera").mode("append")          # or "overwrite"
        .option("commit_store", "redis://host:6379/0")   # the table's coordinator, if any
@@ -223,7 +224,7 @@ class TesseraDataSource(DataSource):
         return StructType([full[c] for c in self._columns(full.fieldNames())])
 
     def reader(self, schema):
-        from format import schema as lschema
+        from tessera.format import schema as lschema
 
         from .spark_read import (DEFAULT_MAX_PARTITION_BYTES, DEFAULT_READ_BATCH_ROWS, PartitionSizing, ReadPlan,
                                  TesseraFilteringReader, TesseraReader)

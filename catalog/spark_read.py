@@ -32,10 +32,10 @@ try:
 except ImportError as _exc:  # pragma: no cover - pyspark is an optional dependency
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
-from commit.committer import fragment_live_rows
-from format import schema as lschema
-from format.protos import file_pb2, table_pb2
-from stores.object_store import open_object_store
+from tessera.commit.committer import fragment_live_rows
+from tessera.format import schema as lschema
+from tessera.format.protos import file_pb2, table_pb2
+from tessera.stores.object_store import open_object_store
 
 from .errors import UnknownColumnError
 from .fragments import FragmentReader

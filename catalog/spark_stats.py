@@ -115,7 +115,7 @@ _FOOTER_CACHE_SIZE = 100_000
 
 def _file_stats(store, path: str) -> dict | None:
     """The ``tessera.stats`` of one data file (cached: data files never change)."""
-    from format import FileReader
+    from tessera.format import FileReader
 
     key = f"{store.uri}/{path}"
     if key in _FOOTER_CACHE:

@@ -34,14 +34,14 @@ try:
 except ImportError as _exc:  # pragma: no cover - pyspark is an optional dependency
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
-import format as tformat
-from commit.committer import commit_operation, commit_transaction, new_transaction
-from commit.errors import CommitConflictError, TableNotFoundError
-from format import manifest as mf
-from format import schema as lschema
-from format.container import DATAFILE_VERSIONS, normalize_version
-from format.protos import file_pb2, table_pb2
-from stores.object_store import ObjectStore, open_object_store
+from tessera import format as tformat
+from tessera.commit.committer import commit_operation, commit_transaction, new_transaction
+from tessera.commit.errors import CommitConflictError, TableNotFoundError
+from tessera.format import manifest as mf
+from tessera.format import schema as lschema
+from tessera.format.container import DATAFILE_VERSIONS, normalize_version
+from tessera.format.protos import file_pb2, table_pb2
+from tessera.stores.object_store import ObjectStore, open_object_store
 
 from .errors import SparkOptionError, SparkWriteError
 from .fragments import DATA_DIR, data_file_entry
@@ -187,7 +187,7 @@ class WritePlan:
 
     def policy(self):
         """The job's retry policy (``commit.retry.*`` options)."""
-        from commit.retry import InvalidRetryPolicyError, RetryPolicy
+        from tessera.commit.retry import InvalidRetryPolicyError, RetryPolicy
 
         try:
             return RetryPolicy.from_properties(self.retry)

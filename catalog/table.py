@@ -14,22 +14,22 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from commit import store as tstore
-from commit.committer import commit_operation, commit_transaction, fragment_live_rows, new_transaction
-from commit.errors import (
+from tessera.commit import store as tstore
+from tessera.commit.committer import commit_operation, commit_transaction, fragment_live_rows, new_transaction
+from tessera.commit.errors import (
     CommitConflictError,
     CoordinatorMismatchError,
     TableNotFoundError,
     VersionNotFoundError,
 )
-from commit.handlers import CommitHandler, ExternalCommitHandler, NativeCommitHandler
-from commit.retry import RetryPolicy
-from format import manifest as mf
-from format import schema as lschema
-from format.container import normalize_version
-from format.protos import table_pb2, transaction_pb2
-from stores.manifest_store import normalize_table_uri, open_manifest_store
-from stores.object_store import ObjectStore, open_object_store
+from tessera.commit.handlers import CommitHandler, ExternalCommitHandler, NativeCommitHandler
+from tessera.commit.retry import RetryPolicy
+from tessera.format import manifest as mf
+from tessera.format import schema as lschema
+from tessera.format.container import normalize_version
+from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
+from tessera.stores.object_store import ObjectStore, open_object_store
 
 from . import data as ldata
 from .errors import InvalidArgumentError, TableExistsError
@@ -333,15 +333,25 @@ class Table:
     def merge_insert(
         self,
         data,
-        on: str | Sequence[str],
+        on: str | Sequence[str] | None = None,
         *,
         when_matched_update_all: bool = True,
         when_not_matched_insert_all: bool = True,
         when_not_matched_by_source_delete: bool = False,
-    ) -> dict:
+    ):
         """Upsert ``data`` by the key columns ``on``; returns counts of rows
-        updated, inserted and deleted."""
-        from .mutations import build_merge_insert
+        updated, inserted and deleted (pylance's semantics: every matched
+        target row is updated, a target row matched by two source rows is an
+        error, NULL keys never match).
+
+        ``t.merge_insert("id")`` (the key columns only) returns pylance's
+        builder instead: ``.when_matched_update_all().when_not_matched_insert_all().execute(data)``."""
+        from .mutations import MergeInsertBuilder, build_merge_insert
+
+        if on is None:
+            if isinstance(data, str) or (isinstance(data, (list, tuple)) and all(isinstance(c, str) for c in data)):
+                return MergeInsertBuilder(self, data)
+            raise InvalidArgumentError("merge_insert needs the key columns: merge_insert(data, on=...)")
 
         source = ldata.to_table(data)
         stats: dict = {}
@@ -468,7 +478,7 @@ class Table:
     def cleanup_orphans(self, older_than: dt.timedelta | None = None, *, dry_run: bool = False):
         """Remove files of failed commits (unreferenced data, deletion and
         transaction files, stale staged manifests) older than ``older_than``."""
-        from commit.cleanup import DEFAULT_ORPHAN_AGE, referenced_paths, remove_orphans
+        from tessera.commit.cleanup import DEFAULT_ORPHAN_AGE, referenced_paths, remove_orphans
 
         versions = self._handler.versions_after(self._store, 0)
         manifests = [self._handler.load(self._store, v) for v in versions]
@@ -533,7 +543,7 @@ class Table:
         ``keep_tagged``, tagged ones; the tags of removed versions are deleted)
         and every file only they needed, then failed commits' orphans older than
         ``orphan_age``.  Returns a VersionCleanupReport."""
-        from commit.version_cleanup import cleanup_old_versions
+        from tessera.commit.version_cleanup import cleanup_old_versions
 
         if not isinstance(older_than, (dt.timedelta, dt.datetime)):
             raise InvalidArgumentError(f"older_than must be a timedelta or datetime, got {older_than!r}")

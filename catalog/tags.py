@@ -7,9 +7,9 @@ import datetime as dt
 import json
 import re
 
-from commit import store as tstore
-from stores.errors import AlreadyExistsError, ObjectNotFoundError
-from stores.object_store import ObjectStore
+from tessera.commit import store as tstore
+from tessera.stores.errors import AlreadyExistsError, ObjectNotFoundError
+from tessera.stores.object_store import ObjectStore
 
 from .errors import InvalidArgumentError, TagError
 

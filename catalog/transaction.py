@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from commit import store as tstore
-from commit.builder import build_manifest
-from commit.errors import PartialTransactionError
-from commit.multi import TableVersion, commit_many
-from format import manifest as mf
-from format.protos import transaction_pb2
+from tessera.commit import store as tstore
+from tessera.commit.builder import build_manifest
+from tessera.commit.errors import PartialTransactionError
+from tessera.commit.multi import TableVersion, commit_many
+from tessera.format import manifest as mf
+from tessera.format.protos import transaction_pb2
 
 from .errors import TransactionError
 
@@ -103,13 +103,13 @@ class CatalogTransaction:
 
     def _snapshot_version(self, ms, uri: str) -> int:
         """The latest version of ``uri`` as of this transaction's snapshot."""
-        from stores.manifest_store import normalize_table_uri
+        from tessera.stores.manifest_store import normalize_table_uri
 
         if self._snapshot_conn is None:
             self._snapshot_conn = ms.snapshot()
         row = self._snapshot_conn.latest(normalize_table_uri(uri))
         if row is None:
-            from commit.errors import TableNotFoundError
+            from tessera.commit.errors import TableNotFoundError
 
             raise TableNotFoundError(f"no versions of {uri} in the catalog's manifest store")
         return row.version

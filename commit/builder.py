@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Iterable
 
-from format import manifest as mf
-from format.protos import rowids_pb2, table_pb2, transaction_pb2
+from tessera.format import manifest as mf
+from tessera.format.protos import rowids_pb2, table_pb2, transaction_pb2
 
 from .errors import CommitError
 
@@ -53,7 +53,7 @@ class _Assigner:
                 g.inline_row_ids = row_id_range(self.next_row_id, self.next_row_id + g.physical_rows)
                 self.next_row_id += g.physical_rows
                 # rows created (and last updated) by this version, as pylance records them
-                from format.rowids import constant_versions
+                from tessera.format.rowids import constant_versions
 
                 seq = constant_versions(g.physical_rows, self.version)
                 if g.WhichOneof("created_at_version_sequence") is None:

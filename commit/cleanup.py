@@ -13,9 +13,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from format import deletion as ldeletion
-from format import manifest as mf
-from stores.object_store import ObjectStore
+from tessera.format import deletion as ldeletion
+from tessera.format import manifest as mf
+from tessera.stores.object_store import ObjectStore
 
 from . import store as tstore
 

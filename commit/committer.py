@@ -22,10 +22,10 @@ from collections.abc import Callable
 import numpy as np
 from tenacity import RetryError
 
-from format import manifest as mf
-from format.protos import table_pb2, transaction_pb2
-from stores.errors import ObjectNotFoundError
-from stores.object_store import ObjectStore
+from tessera.format import manifest as mf
+from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.stores.errors import ObjectNotFoundError
+from tessera.stores.object_store import ObjectStore
 
 from . import conflicts
 from . import store as tstore
@@ -229,7 +229,7 @@ def fragment_live_rows(f: table_pb2.DataFragment) -> int:
     fragment can address)."""
     deleted = f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0
     if f.physical_rows > MAX_FRAGMENT_ROWS or deleted > f.physical_rows:
-        from format.errors import CorruptFileError
+        from tessera.format.errors import CorruptFileError
 
         raise CorruptFileError(
             None, f"fragment {f.id} has physical_rows={f.physical_rows} and {deleted} deleted rows in the manifest"

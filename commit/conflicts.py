@@ -15,9 +15,9 @@ from enum import Enum
 
 import numpy as np
 
-from format import deletion as ldeletion
-from format.protos import table_pb2, transaction_pb2
-from stores.object_store import ObjectStore
+from tessera.format import deletion as ldeletion
+from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.stores.object_store import ObjectStore
 
 
 class Verdict(Enum):

@@ -34,9 +34,9 @@ import logging
 import uuid
 from typing import Protocol, runtime_checkable
 
-from format import manifest as mf
-from format.protos import table_pb2
-from stores.errors import (
+from tessera.format import manifest as mf
+from tessera.format.protos import table_pb2
+from tessera.stores.errors import (
     AlreadyExistsError,
     AmbiguousStoreError,
     IncarnationMismatchError,
@@ -45,8 +45,8 @@ from stores.errors import (
     StoreUnavailableError,
     VersionExistsError,
 )
-from stores.manifest_store import ManifestStore, VersionRecord
-from stores.object_store import ObjectStore
+from tessera.stores.manifest_store import ManifestStore, VersionRecord
+from tessera.stores.object_store import ObjectStore
 
 from . import faults
 from . import store as tstore
@@ -189,7 +189,7 @@ class NativeCommitHandler:
         """An object store's conditional put is trusted only once it has been
         seen refusing a second write (the verdict is cached per endpoint and bucket)."""
         if getattr(store, "probe_scope", None) is not None:
-            from stores.probe import probe_conditional_put
+            from tessera.stores.probe import probe_conditional_put
 
             probe_conditional_put(store)
 

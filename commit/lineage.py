@@ -22,10 +22,10 @@ manifest at a final name is.
 
 from __future__ import annotations
 
-from format import manifest as mf
-from format.errors import FormatError
-from stores.errors import ObjectNotFoundError
-from stores.object_store import ObjectStore
+from tessera.format import manifest as mf
+from tessera.format.errors import FormatError
+from tessera.stores.errors import ObjectNotFoundError
+from tessera.stores.object_store import ObjectStore
 
 CONFIG_INCARNATION = "tessera.commit.incarnation"
 

@@ -27,11 +27,11 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from format import manifest as mf
-from format.protos import transaction_pb2
-from stores.errors import AmbiguousStoreError, IncarnationMismatchError, StoreUnavailableError, VersionExistsError
-from stores.manifest_store import ManifestStore, VersionRecord
-from stores.object_store import ObjectStore
+from tessera.format import manifest as mf
+from tessera.format.protos import transaction_pb2
+from tessera.stores.errors import AmbiguousStoreError, IncarnationMismatchError, StoreUnavailableError, VersionExistsError
+from tessera.stores.manifest_store import ManifestStore, VersionRecord
+from tessera.stores.object_store import ObjectStore
 
 from . import faults
 from . import store as tstore

@@ -27,7 +27,7 @@ from typing import TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from stores.errors import AmbiguousStoreError, StoreUnavailableError
+from tessera.stores.errors import AmbiguousStoreError, StoreUnavailableError
 
 from .errors import CommitError
 

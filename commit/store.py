@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 
-from format import manifest as mf
-from format.protos import transaction_pb2
-from stores.errors import ObjectNotFoundError
-from stores.object_store import ObjectStore
+from tessera.format import manifest as mf
+from tessera.format.protos import transaction_pb2
+from tessera.stores.errors import ObjectNotFoundError
+from tessera.stores.object_store import ObjectStore
 
 from .errors import TableNotFoundError, VersionNotFoundError
 from .lineage import fingerprint
@@ -58,7 +58,7 @@ def load_manifest(store: ObjectStore, version: int | None = None) -> mf.Manifest
     mf.check_flags(mfile.manifest, writing=False)
     mfile.fingerprint = fingerprint(data)
     if mfile.manifest.version != version:
-        from format.errors import CorruptFileError
+        from tessera.format.errors import CorruptFileError
 
         raise CorruptFileError(f"{store.uri}/{path}", f"manifest says version {mfile.manifest.version}, its name says {version}")
     return mfile
@@ -67,7 +67,7 @@ def load_manifest(store: ObjectStore, version: int | None = None) -> mf.Manifest
 def write_hint(store: ObjectStore, version: int) -> None:
     """Write ``latest_version_hint.json`` as pylance does on local disk (on
     object stores pylance writes none and nothing reads it: one request saved)."""
-    from stores.local import LocalObjectStore
+    from tessera.stores.local import LocalObjectStore
 
     if not isinstance(store, LocalObjectStore):
         return

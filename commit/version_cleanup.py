@@ -27,9 +27,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from format import manifest as mf
-from stores.errors import ObjectNotFoundError
-from stores.object_store import ObjectStore
+from tessera.format import manifest as mf
+from tessera.stores.errors import ObjectNotFoundError
+from tessera.stores.object_store import ObjectStore
 
 from . import store as tstore
 from .cleanup import DEFAULT_ORPHAN_AGE, CleanupReport, referenced_paths, remove_orphans

@@ -22,12 +22,12 @@ import os
 import sys
 
 try:
-    from stores.errors import StoreError
-    from stores.redis_store import RedisManifestStore
+    from tessera.stores.errors import StoreError
+    from tessera.stores.redis_store import RedisManifestStore
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from stores.errors import StoreError
-    from stores.redis_store import RedisManifestStore
+    from tessera.stores.errors import StoreError
+    from tessera.stores.redis_store import RedisManifestStore
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    logging.getLogger("stores.redis_store").setLevel(logging.ERROR)  # this script prints the warnings itself
+    logging.getLogger("tessera.stores.redis_store").setLevel(logging.ERROR)  # this script prints the warnings itself
     try:
         store.check()  # reachable, or StoreUnavailableError
         settings = store.server_settings()

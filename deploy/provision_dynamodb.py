@@ -24,12 +24,12 @@ import sys
 from typing import Any
 
 try:
-    from stores.dynamodb_store import DynamoDBManifestStore, ensure_table, make_client
-    from stores.errors import StoreError
+    from tessera.stores.dynamodb_store import DynamoDBManifestStore, ensure_table, make_client
+    from tessera.stores.errors import StoreError
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from stores.dynamodb_store import DynamoDBManifestStore, ensure_table, make_client
-    from stores.errors import StoreError
+    from tessera.stores.dynamodb_store import DynamoDBManifestStore, ensure_table, make_client
+    from tessera.stores.errors import StoreError
 
 log = logging.getLogger("tessera.deploy.provision_dynamodb")
 

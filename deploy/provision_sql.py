@@ -20,12 +20,12 @@ import os
 import sys
 
 try:
-    from stores import sql_migrate
-    from stores.errors import StoreError
+    from tessera.stores import sql_migrate
+    from tessera.stores.errors import StoreError
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from stores import sql_migrate
-    from stores.errors import StoreError
+    from tessera.stores import sql_migrate
+    from tessera.stores.errors import StoreError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,10 +28,10 @@ import sys
 from typing import Sequence
 
 try:
-    import catalog.spark as tessera_spark
+    from tessera.catalog import spark as tessera_spark
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import catalog.spark as tessera_spark
+    from tessera.catalog import spark as tessera_spark
 
 EVENT_TYPES = ["view", "click", "add_to_cart", "purchase", "refund"]
 
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> dict:
     parser.add_argument("--partitions", type=int, default=4, help="Spark partitions = data files (default 4)")
     args = parser.parse_args(argv)
 
-    from catalog import Table
+    from tessera.catalog import Table
 
     spark = spark or get_spark("tessera-append-events")
     opts = writer_options(args)

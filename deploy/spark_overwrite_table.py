@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> dict:
     parser.add_argument("--partitions", type=int, help="repartition to this many data files before writing")
     args = parser.parse_args(argv)
 
-    from catalog import Table
+    from tessera.catalog import Table
 
     spark = spark or get_spark("tessera-overwrite-table")
     opts = writer_options(args)

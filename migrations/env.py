@@ -20,7 +20,7 @@ def _target_metadata() -> list[sa.MetaData] | None:
     if not getattr(config.cmd_opts, "autogenerate", False):
         return None
     found: list[sa.MetaData] = []
-    for module, base in (("stores.sql_schema", "Base"), ("catalog.models", "CatalogBase")):
+    for module, base in (("tessera.stores.sql_schema", "Base"), ("tessera.catalog.models", "CatalogBase")):
         try:
             found.append(getattr(__import__(module, fromlist=[base]), base).metadata)
         except (ImportError, AttributeError):  # pragma: no cover - not importable here

@@ -29,6 +29,14 @@ def generate(out_dir: str) -> None:
         os.chdir(cwd)
     if rc != 0:
         raise SystemExit(f"protoc failed with exit code {rc}")
+    # the modules live in the `tessera` package: protoc names them by their folder
+    for path in glob.glob(os.path.join(out_dir, "format", "protos", "*_pb2.py*")):
+        with open(path) as f:
+            text = f.read()
+        fixed = text.replace("from format.protos import", "from tessera.format.protos import")
+        if fixed != text:
+            with open(path, "w") as f:
+                f.write(fixed)
 
 
 if __name__ == "__main__":

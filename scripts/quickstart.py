@@ -15,7 +15,7 @@ import tempfile
 import numpy as np
 import pyarrow as pa
 
-from catalog.catalog import connect
+from tessera import connect
 
 WRITERS, BATCHES = 4, 5
 

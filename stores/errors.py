@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from format.errors import TesseraError
+from tessera.format.errors import TesseraError
 
 
 class StoreError(TesseraError):

@@ -14,7 +14,7 @@ import stat
 import uuid
 from typing import BinaryIO
 
-from format.io import LocalFileReader, RangeReader
+from tessera.format.io import LocalFileReader, RangeReader
 
 from .errors import AlreadyExistsError, InvalidURIError, ObjectNotFoundError
 

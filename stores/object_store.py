@@ -11,7 +11,7 @@ import os
 from typing import BinaryIO, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
-from format.io import RangeReader
+from tessera.format.io import RangeReader
 
 from .errors import InvalidURIError
 

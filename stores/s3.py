@@ -52,7 +52,7 @@ import boto3
 import botocore.exceptions as bexc
 from botocore.config import Config
 
-from format.io import RangeReader
+from tessera.format.io import RangeReader
 
 from .errors import (
     AlreadyExistsError,

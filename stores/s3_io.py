@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import botocore.exceptions as bexc
 import pyarrow as pa
 
-from format.errors import TruncatedFileError
+from tessera.format.errors import TruncatedFileError
 
 from .errors import ObjectChangedError
 

@@ -12,7 +12,7 @@ other applications keeps their ``alembic_version`` untouched.
 
 Typical use::
 
-    from stores import sql_migrate
+    from tessera.stores import sql_migrate
     sql_migrate.upgrade("postgresql+psycopg://user@host/db")
     assert sql_migrate.current_revision(url) == sql_migrate.head_revision()
 """

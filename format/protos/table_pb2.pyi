@@ -2,7 +2,7 @@ import datetime
 
 from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
-from format.protos import file_pb2 as _file_pb2
+from tessera.format.protos import file_pb2 as _file_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

@@ -1,5 +1,5 @@
-from format.protos import file_pb2 as _file_pb2
-from format.protos import table_pb2 as _table_pb2
+from tessera.format.protos import file_pb2 as _file_pb2
+from tessera.format.protos import table_pb2 as _table_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

@@ -60,7 +60,7 @@ def bench_pylance(work: str, n: int) -> list[float]:
 
 
 def bench_tessera(uri: str, n: int, commit_store=None, storage_options=None) -> list[float]:
-    from catalog import Table
+    from tessera.catalog import Table
 
     t = Table.create(uri, _row(-1), commit_store=commit_store, storage_options=storage_options)
     out = []

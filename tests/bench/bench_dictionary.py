@@ -20,8 +20,8 @@ import time
 import numpy as np
 import pyarrow as pa
 
-import format
-from format.v21 import dictionary_encode
+from tessera import format
+from tessera.format.v21 import dictionary_encode
 
 
 def main(argv=None) -> None:

@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
-import format as tformat
+from tessera import format as tformat
 
 
 def make_table(rows: int) -> pa.Table:

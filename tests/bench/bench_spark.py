@@ -35,7 +35,9 @@ def session(arrow_batch_rows: int | None, lift_arrow_byte_cap: bool = True):
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    import catalog.spark
+    import tessera.catalog.spark
+
+    from tessera import catalog
 
     b = (SparkSession.builder.master("local[2]").appName("tessera-bench")
          .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -195,7 +197,7 @@ def main(argv=None) -> None:
         med = {k: statistics.median(v) for k, v in times.items()}
         cpu_med = {k: statistics.median(v) for k, v in cpus.items() if v}
 
-        from catalog import Table
+        from tessera.catalog import Table
 
         tess_bytes = sum(df.file_size_bytes for f in Table.open(tess).fragments for df in f.files)
         parq_bytes = sum(os.path.getsize(os.path.join(parq, f)) for f in os.listdir(parq) if f.endswith(".parquet"))

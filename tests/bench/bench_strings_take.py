@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import format as tformat
-from format.encodings import fsst
+from tessera import format as tformat
+from tessera.format.encodings import fsst
 
 
 def best(f, repeat: int) -> float:

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from catalog import errors as E
-from catalog.catalog import connect
+from tessera.catalog import errors as E
+from tessera.catalog.catalog import connect
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])

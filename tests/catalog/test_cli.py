@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from catalog.cli import main
+from tessera.catalog.cli import main
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
@@ -94,7 +94,7 @@ def test_store_check(env, tmp_path, redis_url):
     args, _, _ = env
     import os
 
-    from stores.manifest_store import open_manifest_store
+    from tessera.stores.manifest_store import open_manifest_store
 
     missing = run(args, "store", "check", f"sqlite:///{tmp_path}/s.db", ok=False)
     assert missing.exit_code == 2 and "nothing is there" in missing.output

@@ -7,12 +7,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from catalog import Table
-from catalog.compaction import plan
-from catalog.errors import InvalidArgumentError
-from commit import conflicts
-from commit.committer import new_transaction
-from format import rowids as R
+from tessera.catalog import Table
+from tessera.catalog.compaction import plan
+from tessera.catalog.errors import InvalidArgumentError
+from tessera.commit import conflicts
+from tessera.commit.committer import new_transaction
+from tessera.format import rowids as R
 
 
 def _data(a: int, b: int) -> pa.Table:
@@ -67,7 +67,7 @@ def test_plan_follows_lance():
         stable_row_ids = False
 
         def __init__(self, frags):
-            from format.protos import table_pb2
+            from tessera.format.protos import table_pb2
 
             self.manifest = table_pb2.Manifest()
             for fid, rows, deleted in frags:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from catalog import Table
+from tessera.catalog import Table
 
 
 def test_duckdb_group_by_pushes_projection_and_filter(tmp_path):

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from catalog.errors import (PredicateError, PredicateSyntaxError, PredicateTypeError, TesseraError,
+from tessera.catalog.errors import (PredicateError, PredicateSyntaxError, PredicateTypeError, TesseraError,
                             UnknownColumnError, UnsupportedPredicateError)
-from catalog.predicate import filter_mask, referenced_columns, to_expression, to_sql
+from tessera.catalog.predicate import filter_mask, referenced_columns, to_expression, to_sql
 
 UTC = dt.timezone.utc
 

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from catalog import Table
-from catalog.errors import DuplicateRowIdError, InvalidArgumentError, RowIdNotFoundError
-from catalog.fragments import write_fragments
-from catalog.rowid_index import RowIdIndex
-from commit.committer import commit_transaction, new_transaction
-from format import rowids as R
-from format import schema as lschema
-from format.protos import rowids_pb2
-from stores.object_store import open_object_store
+from tessera.catalog import Table
+from tessera.catalog.errors import DuplicateRowIdError, InvalidArgumentError, RowIdNotFoundError
+from tessera.catalog.fragments import write_fragments
+from tessera.catalog.rowid_index import RowIdIndex
+from tessera.commit.committer import commit_transaction, new_transaction
+from tessera.format import rowids as R
+from tessera.format import schema as lschema
+from tessera.format.protos import rowids_pb2
+from tessera.stores.object_store import open_object_store
 
 RNG = np.random.default_rng(7)
 

@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from catalog import Table
-from catalog import errors as E
-from format import manifest as mf
+from tessera.catalog import Table
+from tessera.catalog import errors as E
+from tessera.format import manifest as mf
 
 
 def _snapshot(root: str) -> dict[str, str]:
@@ -234,7 +234,7 @@ def test_deletion_count_disagreeing_with_file(deleted):
 
 def test_deletion_rows_beyond_fragment(deleted):
     # a deletion file naming rows the fragment does not have
-    from format import deletion as ldeletion
+    from tessera.format import deletion as ldeletion
 
     t = Table.open(deleted)
     frag = t.fragments[0]
@@ -357,8 +357,8 @@ def test_bad_table_uri_on_create(tmp_path):
 
 
 def test_bad_store_urls():
-    from stores.manifest_store import normalize_table_uri, open_manifest_store
-    from stores.sql_migrate import parse_sql_url
+    from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
+    from tessera.stores.sql_migrate import parse_sql_url
 
     with pytest.raises(E.InvalidURIError):
         normalize_table_uri("/tmp/a\x00b")
@@ -397,8 +397,8 @@ def test_scan_of_no_columns_checks_physical_rows(table):
 def test_local_store_bad_object_paths(tmp_path):
     # the object store below the table: was ValueError (NUL byte, a path
     # escaping the root), IsADirectoryError, OSError (File name too long)
-    from stores.errors import InvalidURIError, ObjectNotFoundError
-    from stores.local import LocalObjectStore
+    from tessera.stores.errors import InvalidURIError, ObjectNotFoundError
+    from tessera.stores.local import LocalObjectStore
 
     (tmp_path / "f").write_bytes(b"x")
     store = LocalObjectStore(str(tmp_path))

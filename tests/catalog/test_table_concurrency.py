@@ -7,7 +7,7 @@ import multiprocessing as mp
 import numpy as np
 import pyarrow as pa
 
-from catalog import Table
+from tessera.catalog import Table
 
 
 def _appender(path: str, writer: int, n: int) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from catalog import Table
+from tessera.catalog import Table
 
 VERSIONS = ("2.0", "2.1", "2.2")
 KEY = [("i", "ascending")]

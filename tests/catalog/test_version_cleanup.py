@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from catalog import Table
-from catalog.errors import InvalidArgumentError, VersionNotFoundError
-from commit import store as tstore
-from commit.cleanup import referenced_paths
+from tessera.catalog import Table
+from tessera.catalog.errors import InvalidArgumentError, VersionNotFoundError
+from tessera.commit import store as tstore
+from tessera.commit.cleanup import referenced_paths
 
 
 def _data(a: int, b: int) -> pa.Table:
@@ -155,7 +155,7 @@ def test_external_store_keeps_its_latest(tmp_path):
     assert t.manifest.config["tessera.commit.coordinator"] == "sql"
     # a commit the store has reserved but nobody finished yet: the latest, staged only
     t2 = Table.open(path, commit_store=ms)
-    from commit import faults
+    from tessera.commit import faults
 
     class Crash(Exception):
         pass

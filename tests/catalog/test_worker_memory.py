@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PROBE = r"""
 import json, resource, sys
 import numpy as np
-from catalog.worker_memory import keep_freed_memory
+from tessera.catalog.worker_memory import keep_freed_memory
 on = keep_freed_memory()
 for i in range(40):
     if i == 10:

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from catalog import Table
+from tessera.catalog import Table
 
 
 def _age(path: str, seconds: float) -> None:

@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from catalog import Table
-from catalog import errors as E
-from stores.manifest_store import normalize_table_uri, open_manifest_store
-from stores.object_store import open_object_store
+from tessera.catalog import Table
+from tessera.catalog import errors as E
+from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
+from tessera.stores.object_store import open_object_store
 
 COORDINATORS = ["native-local", "native-s3", "redis", "sqlite", "postgres", "mysql", "dynamodb"]
 
@@ -122,7 +122,7 @@ def test_stale_writer_is_refused_after_drop_and_recreate(setup, new_versions, la
 def test_tables_from_before_incarnations_adopt_one_on_first_write(tmp_path):
     """A native table whose manifests carry no incarnation keeps working; its
     first write records one, which later writers then check."""
-    from format import manifest as mf
+    from tessera.format import manifest as mf
 
     import lance as lance_mod
 
@@ -185,7 +185,7 @@ def test_foreign_writer_by_uri_is_adopted_never_overwritten(external, lance):
     try:
         row2 = ms.get(key, 2)
         assert row2 is not None and row2.is_final
-        from format import manifest as mf
+        from tessera.format import manifest as mf
 
         theirs = mf.read_manifest(open_object_store(external.uri, external.opts).read(row2.path))
         assert theirs.transaction.uuid == row2.transaction_uuid  # pylance's transaction, not ours

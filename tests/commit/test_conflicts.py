@@ -7,12 +7,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from catalog import Table
-from catalog import errors as E
-from catalog import mutations
-from commit import conflicts
-from commit.conflicts import MATRIX, Verdict
-from format.protos import table_pb2, transaction_pb2
+from tessera.catalog import Table
+from tessera.catalog import errors as E
+from tessera.catalog import mutations
+from tessera.commit import conflicts
+from tessera.commit.conflicts import MATRIX, Verdict
+from tessera.format.protos import table_pb2, transaction_pb2
 
 OPS = ["append", "delete", "update", "overwrite", "create_index", "rewrite", "merge", "project",
        "data_replacement", "update_config", "reserve_fragments", "restore"]

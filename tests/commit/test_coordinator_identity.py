@@ -15,11 +15,11 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from catalog import Table
-from catalog import errors as E
-from commit.errors import StoreIdentityMismatchError
-from commit.handlers import CONFIG_STORE, CONFIG_STORE_ID
-from stores.manifest_store import normalize_table_uri, open_manifest_store
+from tessera.catalog import Table
+from tessera.catalog import errors as E
+from tessera.commit.errors import StoreIdentityMismatchError
+from tessera.commit.handlers import CONFIG_STORE, CONFIG_STORE_ID
+from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
 
 
 def _rows(start: int) -> pa.Table:

@@ -11,11 +11,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from catalog import Table
-from catalog import errors as E
-from commit import faults
-from stores.errors import AmbiguousStoreError
-from stores.manifest_store import open_manifest_store
+from tessera.catalog import Table
+from tessera.catalog import errors as E
+from tessera.commit import faults
+from tessera.stores.errors import AmbiguousStoreError
+from tessera.stores.manifest_store import open_manifest_store
 
 
 @pytest.fixture(params=["sqlite", "redis", "postgres", "mysql", "dynamodb"])
@@ -34,7 +34,7 @@ def store_url(request, tmp_path):
     url = request.getfixturevalue({"redis": "redis_url", "postgres": "postgres_url", "mysql": "mysql_url"}[request.param])
 
     def forget_rows():  # the shared databases keep nothing of ours
-        from stores.manifest_store import normalize_table_uri
+        from tessera.stores.manifest_store import normalize_table_uri
 
         ms = open_manifest_store(url)
         for name in ("t", "ext", "nat"):
@@ -126,8 +126,8 @@ def test_failed_publish_after_reserve_is_unknown_then_finished_by_next_open(tmp_
     once its manifest is at the final name: a publish that keeps failing ends
     in CommitOutcomeUnknownError (after the read-back window), the staged
     manifest is kept, and the next open finishes the commit."""
-    from commit.retry import RetryPolicy
-    from stores.local import LocalObjectStore
+    from tessera.commit.retry import RetryPolicy
+    from tessera.stores.local import LocalObjectStore
 
     path = str(tmp_path / "t")
     Table.create(path, _rows(5), commit_store=store_url)

@@ -11,7 +11,7 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from catalog import Table
+from tessera.catalog import Table
 
 WRITERS, APPENDS = 8, 25
 

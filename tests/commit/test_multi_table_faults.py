@@ -11,11 +11,11 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from catalog import errors as E
-from catalog.catalog import connect
-from commit import faults
-from commit.retry import RetryPolicy
-from stores.errors import AmbiguousStoreError, StoreUnavailableError
+from tessera.catalog import errors as E
+from tessera.catalog.catalog import connect
+from tessera.commit import faults
+from tessera.commit.retry import RetryPolicy
+from tessera.stores.errors import AmbiguousStoreError, StoreUnavailableError
 
 
 def _rows(tag: int, n: int = 2) -> pa.Table:

@@ -17,11 +17,11 @@ import pytest
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from fault_proxy import FaultProxy, target_of, via_proxy  # noqa: E402
 
-from catalog import Table  # noqa: E402
-from catalog import errors as E  # noqa: E402
-from commit import faults  # noqa: E402
-from commit.retry import RetryPolicy  # noqa: E402
-from stores.manifest_store import normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.catalog import Table  # noqa: E402
+from tessera.catalog import errors as E  # noqa: E402
+from tessera.commit import faults  # noqa: E402
+from tessera.commit.retry import RetryPolicy  # noqa: E402
+from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store  # noqa: E402
 
 
 @pytest.fixture(params=["postgres", "mysql", "redis", "dynamodb"])
@@ -93,8 +93,8 @@ def test_outage_longer_than_the_read_back_window_is_unknown_then_repaired(proxie
 
 
 def test_retry_policy_from_catalog_properties_and_bad_values(tmp_path):
-    from catalog.catalog import connect
-    from commit.retry import InvalidRetryPolicyError
+    from tessera.catalog.catalog import connect
+    from tessera.commit.retry import InvalidRetryPolicyError
 
     cat = connect(warehouse=str(tmp_path / "wh"), properties={"commit.retry.read-back-seconds": "0.25",
                                                               "commit.retry.max-attempts": "7"})
@@ -116,8 +116,8 @@ def test_retry_policy_from_catalog_properties_and_bad_values(tmp_path):
 def test_contention_budget_is_shared_by_rerun_and_rebase(tmp_path):
     """One wall-clock budget: a writer that keeps losing gives up with
     TooMuchContentionError within max_seconds, however the loops nest."""
-    from commit.errors import CommitConflictError
-    from commit.handlers import NativeCommitHandler
+    from tessera.commit.errors import CommitConflictError
+    from tessera.commit.handlers import NativeCommitHandler
 
     class AlwaysTaken(NativeCommitHandler):
         def commit(self, *a, **kw):

@@ -9,16 +9,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import format as tformat
-from format.container import ARRAY_ENCODING_URL, FOOTER_SIZE, PAGE_LAYOUT_URL, pack_any
-from format.errors import (
+from tessera import format as tformat
+from tessera.format.container import ARRAY_ENCODING_URL, FOOTER_SIZE, PAGE_LAYOUT_URL, pack_any
+from tessera.format.errors import (
     ColumnNotFoundError,
     CorruptFileError,
     FormatError,
     TruncatedFileError,
     UnsupportedEncodingError,
 )
-from format.protos import encodings21_pb2, encodings_pb2, file2_pb2
+from tessera.format.protos import encodings21_pb2, encodings_pb2, file2_pb2
 
 VERSIONS = ("2.0", "2.1", "2.2")
 TABLE = pa.table({"i": np.arange(1000, dtype=np.int64), "s": [f"v{i}" for i in range(1000)]})
@@ -206,11 +206,11 @@ def test_null_struct_refused_in_2_0(tmp_path):
 
 # -- bad paths and deletion files (found by tests/format/test_mutation_fuzz.py) ------------
 
-from format import deletion as ldeletion  # noqa: E402
-from format import manifest as mf  # noqa: E402
-from format import schema as lschema  # noqa: E402
-from format.errors import FileAccessError, TesseraError  # noqa: E402
-from format.protos import file_pb2, table_pb2  # noqa: E402
+from tessera.format import deletion as ldeletion  # noqa: E402
+from tessera.format import manifest as mf  # noqa: E402
+from tessera.format import schema as lschema  # noqa: E402
+from tessera.format.errors import FileAccessError, TesseraError  # noqa: E402
+from tessera.format.protos import file_pb2, table_pb2  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["a\x00b.lance", "x" * 300 + ".lance", "", ".", "missing.lance"])

@@ -13,10 +13,10 @@ from google.protobuf import any_pb2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from format.encodings import fastlanes as fl
-from format.encodings import fsst, general, rle
-from format.protos import encodings21_pb2 as pb21
-from format.protos import file2_pb2
+from tessera.format.encodings import fastlanes as fl
+from tessera.format.encodings import fsst, general, rle
+from tessera.format.protos import encodings21_pb2 as pb21
+from tessera.format.protos import file2_pb2
 
 lance_file = pytest.importorskip("lance.file")
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import format as tformat
+from tessera import format as tformat
 
 sys.path.insert(0, os.path.dirname(__file__))
 import matrix  # noqa: E402

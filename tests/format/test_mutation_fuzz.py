@@ -47,10 +47,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from catalog import Table
-from format import deletion as ldeletion
-from format import manifest as mf
-from format.errors import TesseraError
+from tessera.catalog import Table
+from tessera.format import deletion as ldeletion
+from tessera.format import manifest as mf
+from tessera.format.errors import TesseraError
 
 CASES = int(os.environ.get("TESSERA_FUZZ_CASES", "1500"))
 SECONDS = float(os.environ.get("TESSERA_FUZZ_SECONDS", "25"))
@@ -395,7 +395,7 @@ _FOOTER = struct.Struct("<QQQIIHH4s")
 def _data_structured(rng: random.Random, data: bytes) -> tuple[bytes, str]:
     """Parse a data file's tail, change one field of a column's metadata or
     of the file descriptor, and write the tail again."""
-    from format.protos import file2_pb2, file_pb2
+    from tessera.format.protos import file2_pb2, file_pb2
 
     if len(data) < _FOOTER.size:
         return _bytes_mutation(rng, data, tail_bias=True)

@@ -14,10 +14,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import format as tformat
-from format.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
-from format.io import open_reader
-from format.protos import encodings21_pb2 as pb
+from tessera import format as tformat
+from tessera.format.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
+from tessera.format.io import open_reader
+from tessera.format.protos import encodings21_pb2 as pb
 
 lance_file = pytest.importorskip("lance.file")
 

@@ -7,10 +7,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import format as tformat
-from format import schema as lschema
-from format.container import ContainerReader
-from format.io import open_reader
+from tessera import format as tformat
+from tessera.format import schema as lschema
+from tessera.format.container import ContainerReader
+from tessera.format.io import open_reader
 
 lance_file = pytest.importorskip("lance.file")
 

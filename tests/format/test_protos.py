@@ -25,7 +25,7 @@ def test_generated_modules_are_fresh(tmp_path):
 
 
 def test_pylance14_fields_present():
-    from format.protos import encodings21_pb2
+    from tessera.format.protos import encodings21_pb2
 
     assert encodings21_pb2.MiniBlockLayout.DESCRIPTOR.fields_by_name["has_large_chunk"].number == 10
     assert encodings21_pb2.AllNullLayout.DESCRIPTOR.fields_by_name["constant_value"].number == 6
@@ -35,7 +35,7 @@ def test_all_null_layout_level_fields_declared():
     """pylance 14 writes AllNullLayout 7-10 on 2.2 pages with compressed levels."""
     from google.protobuf.descriptor import FieldDescriptor as FD
 
-    from format.protos import encodings21_pb2
+    from tessera.format.protos import encodings21_pb2
 
     fields = encodings21_pb2.AllNullLayout.DESCRIPTOR.fields_by_name
     for name, number in (("rep_compression", 7), ("def_compression", 8)):
@@ -52,11 +52,11 @@ def test_pylance_all_null_levels_parse_as_declared_fields(tmp_path):
     lance_file = pytest.importorskip("lance.file")
     import pyarrow as pa
 
-    import format as tformat
-    from format.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
-    from format.io import open_reader
-    from format.protos import encodings21_pb2 as pb
-    from format.v21.layout import parse_all_null
+    from tessera import format as tformat
+    from tessera.format.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
+    from tessera.format.io import open_reader
+    from tessera.format.protos import encodings21_pb2 as pb
+    from tessera.format.v21.layout import parse_all_null
 
     table = pa.table({"c": pa.array([None] * 1000, pa.list_(pa.int32()))})
     path = str(tmp_path / "p.lance")
@@ -80,9 +80,9 @@ def test_pylance_all_null_levels_parse_as_declared_fields(tmp_path):
 
 
 def test_unknown_field_on_all_null_layout_still_raises():
-    import format as tformat
-    from format.protos import encodings21_pb2 as pb
-    from format.v21.layout import parse_page_layout
+    from tessera import format as tformat
+    from tessera.format.protos import encodings21_pb2 as pb
+    from tessera.format.v21.layout import parse_page_layout
 
     pl = pb.PageLayout()
     pl.all_null_layout.layers.append(pb.REPDEF_NULLABLE_ITEM)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import format as tformat
+from tessera import format as tformat
 
 VERSIONS = ("2.0", "2.1", "2.2")
 

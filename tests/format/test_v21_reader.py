@@ -22,11 +22,11 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 import matrix  # noqa: E402
 
-import format  # noqa: E402
-from format.container import PAGE_LAYOUT_URL, ContainerReader, Footer, unpack_any  # noqa: E402
-from format.io import BytesReader, LocalFileReader, open_reader  # noqa: E402
-from format.protos import encodings21_pb2 as pb  # noqa: E402
-from format.v21.layout import parse_all_null  # noqa: E402
+from tessera import format  # noqa: E402
+from tessera.format.container import PAGE_LAYOUT_URL, ContainerReader, Footer, unpack_any  # noqa: E402
+from tessera.format.io import BytesReader, LocalFileReader, open_reader  # noqa: E402
+from tessera.format.protos import encodings21_pb2 as pb  # noqa: E402
+from tessera.format.v21.layout import parse_all_null  # noqa: E402
 
 lance = pytest.importorskip("lance")
 

@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import format
-from format.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
-from format.io import open_reader
-from format.protos import encodings21_pb2 as pb
+from tessera import format
+from tessera.format.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
+from tessera.format.io import open_reader
+from tessera.format.protos import encodings21_pb2 as pb
 
 sys.path.insert(0, os.path.dirname(__file__))
 import matrix  # noqa: E402
@@ -169,7 +169,7 @@ def test_take_and_range_list_and_nullable(tmp_path, version):
 
 def test_chunk_format_matches_reference(tmp_path, monkeypatch):
     """The 3-row example of the reference byte maps, byte for byte (2.1 and 2.2)."""
-    from format.v21 import bitpack_encode
+    from tessera.format.v21 import bitpack_encode
 
     monkeypatch.setattr(bitpack_encode, "ENABLED", False)
     table = pa.table(
@@ -393,7 +393,7 @@ def test_pages_hold_whole_rows_and_bounded_size(tmp_path):
 
 
 def test_unsupported_types_raise():
-    from format.errors import UnsupportedTypeError
+    from tessera.format.errors import UnsupportedTypeError
 
     for arr in (
         pa.array([[("a", 1)]], pa.map_(pa.string(), pa.int32())),
@@ -406,7 +406,7 @@ def test_unsupported_types_raise():
 
 
 def test_adjacent_slices_of_one_array_join_without_a_copy_and_read_back(tmp_path):
-    from format.v21.values_encode import _join_adjacent
+    from tessera.format.v21.values_encode import _join_adjacent
 
     rng = np.random.default_rng(3)
     n = 50_000
@@ -429,7 +429,7 @@ def test_adjacent_slices_of_one_array_join_without_a_copy_and_read_back(tmp_path
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_low_cardinality_strings_are_dictionary_encoded_as_pylance_does(tmp_path, version):
-    from format.v21 import dictionary_encode
+    from tessera.format.v21 import dictionary_encode
 
     n = 30_000
     cats = ["INFO", "WARN", "ERROR", "DEBUG", "TRACE", ""]

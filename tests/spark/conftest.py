@@ -56,7 +56,9 @@ def spark(tmp_path_factory):
     os.environ.update(spark_env())
     from pyspark.sql import SparkSession
 
-    import catalog.spark
+    import tessera.catalog.spark
+
+    from tessera import catalog
 
     tmp = str(tmp_path_factory.mktemp("spark"))
     builder = SparkSession.builder.master(MASTER).appName("tessera-tests")

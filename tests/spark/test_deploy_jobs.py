@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from catalog import Table
+from tessera.catalog import Table
 
 pytestmark = pytest.mark.spark
 

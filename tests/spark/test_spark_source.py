@@ -15,8 +15,10 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-import catalog.spark
-from catalog import Table
+import tessera.catalog.spark
+
+from tessera import catalog
+from tessera.catalog import Table
 
 pytestmark = pytest.mark.spark
 

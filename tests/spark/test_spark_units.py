@@ -21,10 +21,10 @@ if not IN_CI:
 from pyspark.sql import datasource as D  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
 
-from catalog import spark as tspark  # noqa: E402
-from catalog.errors import SchemaMismatchError, SparkOptionError, UnsupportedSparkTypeError  # noqa: E402
-from catalog.spark_stats import StatsCollector, translate  # noqa: E402
-from catalog.spark_types import (  # noqa: E402
+from tessera.catalog import spark as tspark  # noqa: E402
+from tessera.catalog.errors import SchemaMismatchError, SparkOptionError, UnsupportedSparkTypeError  # noqa: E402
+from tessera.catalog.spark_stats import StatsCollector, translate  # noqa: E402
+from tessera.catalog.spark_types import (  # noqa: E402
     arrow_schema_for,
     check_append_columns,
     conform_batch,
@@ -183,7 +183,7 @@ def test_statistics_prune_only_what_cannot_match():
 
 
 def _frag(rows: int, size: int, deleted: int = 0):
-    from format.protos import table_pb2
+    from tessera.format.protos import table_pb2
 
     f = table_pb2.DataFragment(physical_rows=rows)
     f.files.add(path="x.lance", fields=[0], file_size_bytes=size)
@@ -194,7 +194,7 @@ def _frag(rows: int, size: int, deleted: int = 0):
 
 
 def test_read_partitions_keep_every_core_busy_with_few_tasks():
-    from catalog.spark_read import PartitionSizing, plan_partitions
+    from tessera.catalog.spark_read import PartitionSizing, plan_partitions
 
     MB = 1 << 20
     # Spark's bench table: 4 tasks wrote a 1M-row and a 250k-row file each
@@ -304,8 +304,8 @@ def test_writer_tasks_commit_and_abort_in_process(tmp_path):
     """The writer's methods called directly (as Spark's workers would)."""
     import os
 
-    from catalog import Table
-    from catalog.spark_write import plan_write
+    from tessera.catalog import Table
+    from tessera.catalog.spark_write import plan_write
 
     loc = tspark.TableLocation(str(tmp_path / "t"))
     schema = T.StructType([T.StructField("id", T.LongType(), False), T.StructField("s", T.StringType())])
@@ -345,9 +345,9 @@ def test_writer_tasks_commit_and_abort_in_process(tmp_path):
 
 
 def test_commit_retry_options_set_the_drivers_policy(tmp_path):
-    from catalog import errors as E
-    from catalog.spark_write import plan_write
-    from commit.retry import RetryPolicy
+    from tessera.catalog import errors as E
+    from tessera.catalog.spark_write import plan_write
+    from tessera.commit.retry import RetryPolicy
 
     loc = tspark.TableLocation(str(tmp_path / "t"))
     schema = T.StructType([T.StructField("id", T.LongType(), False)])

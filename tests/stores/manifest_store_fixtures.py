@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from stores.manifest_store import ManifestStore, normalize_table_uri, open_manifest_store
+from tessera.stores.manifest_store import ManifestStore, normalize_table_uri, open_manifest_store
 
 REPO = Path(__file__).resolve().parents[2]
 STORE_KINDS = ["sqlite", "postgresql", "mysql", "redis", "dynamodb"]

@@ -20,15 +20,15 @@ from manifest_store_fixtures import (  # noqa: E402,F401
     serialize_moto_dynamodb,
 )
 
-from stores import sql_migrate  # noqa: E402
-from stores.errors import (  # noqa: E402
+from tessera.stores import sql_migrate  # noqa: E402
+from tessera.stores.errors import (  # noqa: E402
     AmbiguousStoreError,
     InvalidURIError,
     StoreSchemaError,
     StoreUnavailableError,
     VersionExistsError,
 )
-from stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
 
 
 def rec(key: str, version: int = 1, inc: str = "inc") -> VersionRecord:
@@ -200,10 +200,10 @@ def test_redis_wait_replicas_without_replicas_is_ambiguous(redis_url):
 def test_redis_check_warns_when_commits_are_not_durable(redis_url, caplog):
     import redis as redis_py
 
-    from stores import redis_store
+    from tessera.stores import redis_store
 
     config = redis_py.Redis.from_url(redis_url).config_get("appendonly")
-    caplog.set_level(logging.DEBUG, logger="stores.redis_store")
+    caplog.set_level(logging.DEBUG, logger="tessera.stores.redis_store")
     redis_store._warned.clear()  # earlier tests opened this store already
     for _ in range(3):  # a writer per commit: warned once per process, then at debug level
         open_manifest_store(redis_url).close()
@@ -250,7 +250,7 @@ def test_sql_missing_schema_names_the_fix(scratch_sql_url):
 
 
 def test_sql_table_not_created_by_the_migrations(scratch_sql_url):
-    from stores.sql_schema import Base
+    from tessera.stores.sql_schema import Base
 
     eng = sa.create_engine(scratch_sql_url)
     Base.metadata.create_all(eng)  # the right columns, but no recorded revision

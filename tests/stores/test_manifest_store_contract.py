@@ -19,8 +19,8 @@ from manifest_store_fixtures import (  # noqa: E402,F401
     tables,
 )
 
-from stores.errors import IncarnationMismatchError, InvalidURIError, VersionExistsError  # noqa: E402
-from stores.manifest_store import ManifestStore, VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.stores.errors import IncarnationMismatchError, InvalidURIError, VersionExistsError  # noqa: E402
+from tessera.stores.manifest_store import ManifestStore, VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
 
 
 def staged(version: int) -> str:

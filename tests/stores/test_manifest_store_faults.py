@@ -18,8 +18,8 @@ sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from fault_proxy import FaultProxy, _target, _via_proxy  # noqa: E402
 from manifest_store_fixtures import dynamodb_table, dynamodb_url  # noqa: E402,F401
 
-from stores.errors import AmbiguousStoreError  # noqa: E402
-from stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.stores.errors import AmbiguousStoreError  # noqa: E402
+from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
 
 
 @pytest.fixture(params=["postgresql", "mysql", "redis", "dynamodb"])

@@ -18,8 +18,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from manifest_store_fixtures import dynamodb_table, kind_of, open_options, store_url  # noqa: E402,F401
 
-from stores.errors import VersionExistsError  # noqa: E402
-from stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.stores.errors import VersionExistsError  # noqa: E402
+from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
 
 ROUNDS = 20
 THREADS = 32

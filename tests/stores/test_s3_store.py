@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import format as tformat
-from format.errors import TruncatedFileError
-from stores import open_object_store
-from stores.errors import (
+from tessera import format as tformat
+from tessera.format.errors import TruncatedFileError
+from tessera.stores import open_object_store
+from tessera.stores.errors import (
     AlreadyExistsError,
     AmbiguousStoreError,
     BucketNotFoundError,
@@ -29,11 +29,11 @@ from stores.errors import (
     ObjectNotFoundError,
     StoreUnavailableError,
 )
-from stores.local import LocalObjectStore
-from stores.probe import probe_conditional_put, reset_probe_cache
-from stores.s3 import S3ObjectStore
-from stores.s3_io import plan_requests
-from stores.s3_options import S3Options, parse_s3_uri
+from tessera.stores.local import LocalObjectStore
+from tessera.stores.probe import probe_conditional_put, reset_probe_cache
+from tessera.stores.s3 import S3ObjectStore
+from tessera.stores.s3_io import plan_requests
+from tessera.stores.s3_options import S3Options, parse_s3_uri
 
 MiB = 1024 * 1024
 
@@ -454,7 +454,7 @@ def test_lance_file_roundtrip(store):
 
 
 def test_catalog_table_on_s3(moto_server, bucket):
-    from catalog.table import Table
+    from tessera.catalog.table import Table
 
     opts = moto_server.storage_options()
     uri = f"s3://{bucket}/warehouse/t"
@@ -472,8 +472,8 @@ def test_catalog_table_on_s3(moto_server, bucket):
 
 def test_native_commit_refuses_a_store_that_ignores_the_condition(moto_server, bucket):
     """The commit path probes before trusting: nothing is committed."""
-    from commit.committer import commit_transaction, new_transaction
-    from commit.handlers import NativeCommitHandler
+    from tessera.commit.committer import commit_transaction, new_transaction
+    from tessera.commit.handlers import NativeCommitHandler
 
     reset_probe_cache()
     broken = IgnoresCondition(f"s3://{bucket}/tbl", moto_server.storage_options())
@@ -491,7 +491,7 @@ def test_an_append_on_s3_is_four_requests(moto_server, bucket, monkeypatch):
     ``_versions/``, and writes no hint file (nothing reads it on S3)."""
     import botocore.client
 
-    from catalog import Table
+    from tessera.catalog import Table
 
     uri, opts = f"s3://{bucket}/counted", moto_server.storage_options()
     t = Table.create(uri, pa.table({"a": [1, 2]}), storage_options=opts)

@@ -14,9 +14,9 @@ import sqlalchemy as sa
 sys.path.insert(0, os.path.dirname(__file__))
 from manifest_store_fixtures import REPO, scratch_sql_url  # noqa: E402,F401
 
-from stores import sql_migrate  # noqa: E402
-from stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
-from stores.sql_schema import META_TABLE_NAME, TABLE_NAME, Base  # noqa: E402
+from tessera.stores import sql_migrate  # noqa: E402
+from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.stores.sql_schema import META_TABLE_NAME, TABLE_NAME, Base  # noqa: E402
 
 
 def _tables(url: str) -> set[str]:
@@ -143,7 +143,7 @@ def test_concurrent_upgrades_of_a_fresh_database(scratch_sql_url):
 
 
 def test_current_revision_of_an_unreachable_database():
-    from stores.errors import StoreUnavailableError
+    from tessera.stores.errors import StoreUnavailableError
 
     with pytest.raises(StoreUnavailableError):
         sql_migrate.current_revision("postgresql+psycopg://postgres@127.0.0.1:1/test")

@@ -27,11 +27,11 @@ import sqlalchemy as sa
 sys.path.insert(0, os.path.dirname(__file__))
 from manifest_store_fixtures import load_deploy_module, scratch_sql_url, serialize_moto_dynamodb  # noqa: E402,F401
 
-from stores import sql_migrate  # noqa: E402
-from stores.dynamodb_table import ensure_table, make_client  # noqa: E402
-from stores.errors import StoreSchemaError  # noqa: E402
-from stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
-from stores.sql_schema import META_TABLE_NAME, TABLE_NAME  # noqa: E402
+from tessera.stores import sql_migrate  # noqa: E402
+from tessera.stores.dynamodb_table import ensure_table, make_client  # noqa: E402
+from tessera.stores.errors import StoreSchemaError  # noqa: E402
+from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.stores.sql_schema import META_TABLE_NAME, TABLE_NAME  # noqa: E402
 
 KINDS = ["sqlite", "postgresql", "mysql", "redis", "dynamodb"]
 PROCESSES = 4
@@ -466,7 +466,7 @@ def test_provision_dynamodb_creates_the_store_id_once(moto_server):
 def test_cli_store_check_reports_the_id_and_creates_nothing(tmp_path):
     from click.testing import CliRunner
 
-    from catalog.cli import main
+    from tessera.catalog.cli import main
 
     db = tmp_path / "m.db"
     res = CliRunner().invoke(main, ["store", "check", f"sqlite:///{db}"])

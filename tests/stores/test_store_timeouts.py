@@ -28,14 +28,14 @@ sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from fault_proxy import FaultProxy, _target, _via_proxy  # noqa: E402
 from manifest_store_fixtures import dynamodb_table, dynamodb_url  # noqa: E402,F401
 
-from stores.errors import (  # noqa: E402
+from tessera.stores.errors import (  # noqa: E402
     AmbiguousStoreError,
     InvalidStorageOptionError,
     InvalidURIError,
     StoreUnavailableError,
 )
-from stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
-from stores.sql_schema import ManifestVersionRow, table_hash  # noqa: E402
+from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.stores.sql_schema import ManifestVersionRow, table_hash  # noqa: E402
 
 IO = 1.0  # io_timeout of every proxied store
 SLACK = 3.0  # a stalled call must end before IO + SLACK seconds (the defaults are 5 s and more)
@@ -231,7 +231,7 @@ def test_postgres_statement_timeout_is_a_definite_refusal(postgres_url):
 # ------------------------------------------------------------------------- S3
 @pytest.fixture
 def s3_pair(moto_server):
-    from stores.s3 import S3ObjectStore
+    from tessera.stores.s3 import S3ObjectStore
 
     bucket = moto_server.new_bucket()
     proxy = FaultProxy(*_target(moto_server.endpoint))
@@ -296,7 +296,7 @@ def test_s3_botocore_retries_a_stalled_read_once_per_attempt(s3_pair):
 
 
 def test_s3_io_timeout_is_read_timeout():
-    from stores.s3_options import S3Options
+    from tessera.stores.s3_options import S3Options
 
     assert S3Options.from_mapping({"io_timeout": "1500ms"}).read_timeout == 1.5
     assert S3Options.from_mapping({"io_timeout": 2, "read_timeout": 2}).read_timeout == 2
