@@ -45,3 +45,16 @@ _spec.loader.exec_module(services)
 moto_server, mysql_url, postgres_url, redis_url = (
     services.moto_server, services.mysql_url, services.postgres_url, services.redis_url
 )
+
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_services_keep_nothing(tmp_path_factory):
+    """Tests clean up after themselves; this sweeps what a failed or
+    interrupted test left in the shared PostgreSQL, MariaDB and Redis."""
+    import datetime as dt
+
+    since = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(seconds=5)  # naive UTC
+    basetemp = str(tmp_path_factory.getbasetemp())
+    yield
+    services.forget_session_leftovers(basetemp, since)

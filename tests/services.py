@@ -195,3 +195,48 @@ def fresh_database(url: str):
         admin.dispose()
 
     return new_url, drop
+
+
+def forget_session_leftovers(basetemp: str, since) -> dict[str, int]:
+    """Remove what this test session left in the shared services: manifest
+    rows of tables under ``basetemp`` (and of moto buckets, which live only as
+    long as the session) created since ``since``, catalog rows of tables under
+    ``basetemp``, namespaces created since ``since`` that hold no table, and
+    Redis keys naming ``basetemp``.  Best effort: a service that is down is
+    skipped (its own tests already failed or skipped)."""
+    import sqlalchemy as sa
+
+    removed: dict[str, int] = {}
+    prefix = "file://" + basetemp.rstrip("/") + "/%"
+    for name, url in (("postgres", POSTGRES_URL), ("mysql", MYSQL_URL)):
+        try:
+            engine = sa.create_engine(url, connect_args={"connect_timeout": 3})
+            with engine.begin() as c:
+                insp = sa.inspect(c)
+                n = 0
+                if insp.has_table("tessera_manifest_versions"):
+                    n += c.execute(sa.text(
+                        "DELETE FROM tessera_manifest_versions WHERE table_key LIKE :p "
+                        "OR (table_key LIKE 's3://tessera-%' AND created_at >= :t)"), {"p": prefix, "t": since}).rowcount
+                if insp.has_table("tessera_tables"):
+                    n += c.execute(sa.text("DELETE FROM tessera_tables WHERE uri LIKE :p"),
+                                   {"p": basetemp.rstrip("/") + "/%"}).rowcount
+                if insp.has_table("tessera_namespaces"):
+                    n += c.execute(sa.text(
+                        "DELETE FROM tessera_namespaces WHERE created_at >= :t AND name NOT IN "
+                        "(SELECT namespace FROM tessera_tables)"), {"t": since}).rowcount
+            engine.dispose()
+            removed[name] = n
+        except Exception:  # noqa: BLE001 - best effort
+            continue
+    try:
+        import redis
+
+        r = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+        keys = list(r.scan_iter(match=f"*{basetemp.rstrip('/')}/*", count=1000))
+        if keys:
+            r.delete(*keys)
+        removed["redis"] = len(keys)
+    except Exception:  # noqa: BLE001
+        pass
+    return removed

@@ -64,11 +64,19 @@ def bench_tessera(uri: str, n: int, commit_store=None, storage_options=None) -> 
 
     t = Table.create(uri, _row(-1), commit_store=commit_store, storage_options=storage_options)
     out = []
-    for i in range(n):
-        t0 = time.perf_counter()
-        t.append(_row(i))
-        out.append(time.perf_counter() - t0)
-    assert t.count_rows() == n + 1
+    try:
+        for i in range(n):
+            t0 = time.perf_counter()
+            t.append(_row(i))
+            out.append(time.perf_counter() - t0)
+        assert t.count_rows() == n + 1
+    finally:
+        if commit_store is not None:  # the shared databases keep nothing of the bench's
+            from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
+
+            ms = open_manifest_store(commit_store)
+            ms.delete_table(normalize_table_uri(uri))
+            ms.close()
     return out
 
 
