@@ -1,7 +1,7 @@
 """Alembic environment for Tessera's SQL tables.
 
 Run programmatically through ``stores.sql_migrate`` (which passes an open
-connection in ``config.attributes["connection"]``); there is no alembic.ini.
+connection in ``config.attributes["connection"]``), or by Alembic's command line with ``migrations/alembic.ini``.
 Alembic's bookkeeping lives in ``tessera_alembic_version``.
 """
 
@@ -40,10 +40,21 @@ def _configure(connection: sa.engine.Connection) -> None:
         context.run_migrations()
 
 
+def _url() -> str:
+    """The database: ``sqlalchemy.url``, ``-x url=...`` or ``TESSERA_DATABASE_URL``."""
+    import os
+
+    url = (config.get_main_option("sqlalchemy.url") or context.get_x_argument(as_dictionary=True).get("url")
+           or os.environ.get("TESSERA_DATABASE_URL"))
+    if not url:
+        raise SystemExit("no database: pass -x url=<SQLAlchemy URL> or set TESSERA_DATABASE_URL")
+    return url
+
+
 def run_migrations_offline() -> None:
     """Emit the SQL instead of running it (``alembic upgrade --sql``)."""
     context.configure(
-        url=config.get_main_option("sqlalchemy.url"),
+        url=_url(),
         target_metadata=_target_metadata(),
         version_table=VERSION_TABLE,
         literal_binds=True,
@@ -60,7 +71,7 @@ def run_migrations_online() -> None:
     if connection is not None:
         _configure(connection)
         return
-    engine = sa.create_engine(config.get_main_option("sqlalchemy.url"), poolclass=sa.pool.NullPool)
+    engine = sa.create_engine(_url(), poolclass=sa.pool.NullPool)
     try:
         with engine.begin() as conn:
             _configure(conn)
