@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from tessera.stores.object_store import open_object_store
 
 from .errors import (
+    CatalogConfigError,
     CatalogConnectionError,
     InvalidArgumentError,
     InvalidNameError,
@@ -59,29 +60,124 @@ def split_name(ident: str | tuple | list, what: str = "table") -> tuple[str, ...
     return parts
 
 
+def _config_files() -> tuple[list[str], bool]:
+    """Config files to read, and whether the user named one (TESSERA_CONFIG)."""
+    named = os.environ.get("TESSERA_CONFIG")
+    if named:
+        return [named], True
+    home = os.path.expanduser("~")
+    return [os.path.join(home, ".tessera.yaml"), os.path.join(home, ".tessera.yml"), DEFAULT_CONFIG], False
+
+
+def _read_config_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            if path.endswith((".yaml", ".yml")):
+                import yaml
+
+                data = yaml.safe_load(f) or {}
+            else:
+                data = tomllib.load(f)
+    except FileNotFoundError:
+        raise CatalogConfigError(f"TESSERA_CONFIG names {path}, which does not exist") from None
+    except (OSError, ValueError) as exc:  # yaml.YAMLError and TOMLDecodeError are ValueErrors or similar
+        raise CatalogConfigError(f"cannot read the catalog config {path}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - yaml's own error classes
+        raise CatalogConfigError(f"cannot read the catalog config {path}: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("catalog", {}), dict):
+        raise CatalogConfigError(f"{path}: expected a mapping with a 'catalog' section of named catalogs")
+    return data
+
+
+_TOP_KEYS = {"uri", "warehouse", "default_file_version"}
+
+
+def _env_config(name: str) -> dict[str, Any]:
+    """``TESSERA_CATALOG__<NAME>__<KEY>`` variables: URI, WAREHOUSE,
+    DEFAULT_FILE_VERSION, STORAGE_OPTIONS__<OPTION>, or a property such as
+    COMMIT__RETRY__MAX_SECONDS (= ``commit.retry.max-seconds``)."""
+    prefix = f"TESSERA_CATALOG__{name.upper().replace('-', '_')}__"
+    out: dict[str, Any] = {}
+    for key, value in os.environ.items():
+        if not key.startswith(prefix):
+            continue
+        parts = [p.lower() for p in key[len(prefix):].split("__") if p]
+        if not parts:
+            continue
+        if len(parts) == 1 and parts[0] in _TOP_KEYS:
+            out[parts[0]] = value
+        elif parts[0] == "storage_options" and len(parts) == 2:
+            out.setdefault("storage_options", {})[parts[1]] = value
+        else:
+            out.setdefault("properties", {})[".".join(parts[:-1] + [parts[-1].replace("_", "-")])] = value
+    return out
+
+
 def _load_config(name: str | None) -> dict[str, Any]:
-    path = os.environ.get("TESSERA_CONFIG", DEFAULT_CONFIG)
-    if not os.path.exists(path):
-        return {}
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
-    cats = data.get("catalog", {})
-    return dict(cats.get(name or "default", {}))
+    """The settings of catalog ``name`` (default: "default") from the config
+    file(s) and the environment; a catalog named explicitly that is found
+    nowhere is an error."""
+    files, named_file = _config_files()
+    cfg: dict[str, Any] = {}
+    found = False
+    for path in files:
+        if not named_file and not os.path.exists(path):
+            continue
+        data = _read_config_file(path)
+        section = data.get("catalog", {}).get(name or "default")
+        if section is not None:
+            if not isinstance(section, dict):
+                raise CatalogConfigError(f"{path}: catalog {name or 'default'!r} must be a mapping of settings")
+            cfg, found = dict(section), True
+            break
+    env = _env_config(name or "default")
+    if env:
+        found = True
+        props = {**cfg.get("properties", {}), **env.pop("properties", {})}
+        opts = {**cfg.get("storage_options", {}), **env.pop("storage_options", {})}
+        cfg.update(env)
+        if props:
+            cfg["properties"] = props
+        if opts:
+            cfg["storage_options"] = opts
+    if name is not None and not found:
+        where = ", ".join(files)
+        raise CatalogConfigError(
+            f"no catalog named {name!r}: not in {where} (a 'catalog: {{{name}: {{...}}}}' section) "
+            f"nor in TESSERA_CATALOG__{name.upper()}__* environment variables"
+        )
+    return cfg
 
 
-def connect(uri: str | None = None, warehouse: str | None = None, *, name: str | None = None,
-            storage_options: dict | None = None, **options) -> "Catalog":
+def connect(name_or_uri: str | None = None, warehouse: str | None = None, *, name: str | None = None,
+            uri: str | None = None, storage_options: dict | None = None, **options) -> "Catalog":
     """Open a catalog.
 
-    ``uri`` is a SQLAlchemy URL for the catalog database (default: a SQLite file
-    under the warehouse); ``warehouse`` is where new tables go (a local path or
-    ``s3://bucket/prefix``)."""
+    ``connect("prod")`` loads the catalog named ``prod`` from the config file
+    (``~/.tessera.yaml``, ``~/.config/tessera/config.toml``, or the file
+    ``TESSERA_CONFIG`` names) and ``TESSERA_CATALOG__PROD__<KEY>`` variables,
+    as pyiceberg's ``load_catalog`` does; a name found nowhere is a
+    CatalogConfigError.  ``connect(uri, warehouse=...)`` takes a SQLAlchemy
+    URL for the catalog database (default: a SQLite file under the
+    warehouse); ``warehouse`` is where new tables go (a local path or
+    ``s3://bucket/prefix``).  Arguments win over the config."""
+    if name_or_uri is not None:
+        if "://" in name_or_uri:
+            uri = uri or name_or_uri
+        elif name is None:
+            name = name_or_uri
+        else:
+            raise InvalidArgumentError(f"connect() got two catalog names: {name_or_uri!r} and {name!r}")
     cfg = _load_config(name)
     uri = uri or os.environ.get("TESSERA_CATALOG_URI") or cfg.get("uri")
     warehouse = warehouse or os.environ.get("TESSERA_WAREHOUSE") or cfg.get("warehouse")
     if not warehouse:
         raise InvalidArgumentError("connect() needs a warehouse (argument, TESSERA_WAREHOUSE or config file)")
     storage_options = {**cfg.get("storage_options", {}), **(storage_options or {})}
+    if cfg.get("properties"):
+        options["properties"] = {**cfg["properties"], **(options.get("properties") or {})}
+    if cfg.get("default_file_version") and "default_file_version" not in options:
+        options["default_file_version"] = str(cfg["default_file_version"])
     if uri is None:
         if "://" in warehouse and not warehouse.startswith("file://"):
             raise InvalidArgumentError("an object-store warehouse needs a catalog database URL (uri=...)")

@@ -145,3 +145,8 @@ class CompactionError(TesseraError):
 
 class CleanupError(TesseraError):
     """A version clean-up that cannot be done as asked."""
+
+
+class CatalogConfigError(TesseraError, LookupError):
+    """A catalog named in ``connect(name)`` that no config file or environment
+    variable defines, or a config file that cannot be read."""

@@ -52,9 +52,14 @@ CHECK = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_wheel_exposes_only_tessera_and_runs_without_the_source_tree(tmp_path):
+    import shutil
+
+    src = tmp_path / "src"  # a copy: building in place would leave build/ in the repository
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__",
+                                                             ".pytest_cache"))
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist),
-                    ROOT], check=True, capture_output=True, timeout=300)
+                    str(src)], check=True, capture_output=True, timeout=300)
     wheel = glob.glob(str(dist / "tessera-*.whl"))
     assert len(wheel) == 1
     venv = tmp_path / "venv"
