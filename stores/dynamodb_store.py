@@ -321,25 +321,7 @@ class DynamoDBManifestStore:
         check_key(table_key)
         check_version(version)
         check_flip_paths(staged_path, final_path)
-        try:
-            self._call(
-                "update_item",
-                write=True,
-                what=f"flip {table_key} v{version}",
-                TableName=self._table,
-                Key={"table_key": {"S": table_key}, "version": {"N": str(version)}},
-                UpdateExpression="SET #p = :final",
-                ConditionExpression="#p = :staged",
-                ExpressionAttributeNames={"#p": "path"},
-                ExpressionAttributeValues={":final": {"S": final_path}, ":staged": {"S": staged_path}},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-            return True
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise  # pragma: no cover
-            old = exc.response.get("Item") or {}
-            return old.get("path", {}).get("S") == final_path
+        return self._set_path(table_key, version, staged_path, final_path, None, "flip")
 
     def adopt(self, table_key: str, version: int, expected_path: str, final_path: str,
               transaction_uuid: str) -> bool:
@@ -349,18 +331,27 @@ class DynamoDBManifestStore:
         check_version(version)
         check_flip_paths(expected_path, final_path)
         check_record(VersionRecord(table_key, version, final_path, 0, transaction_uuid, "x"))
+        return self._set_path(table_key, version, expected_path, final_path, transaction_uuid, "adopt")
+
+    def _set_path(self, table_key: str, version: int, expected: str, final: str, txn: str | None, what: str) -> bool:
+        """One UpdateItem: the row's path (and transaction uuid) while it holds
+        ``expected``; True if the row now holds them."""
+        names, values = {"#p": "path"}, {":final": {"S": final}, ":staged": {"S": expected}}
+        update = "SET #p = :final"
+        if txn is not None:
+            names["#t"], values[":txn"] = "transaction_uuid", {"S": txn}
+            update += ", #t = :txn"
         try:
             self._call(
                 "update_item",
                 write=True,
-                what=f"adopt {table_key} v{version}",
+                what=f"{what} {table_key} v{version}",
                 TableName=self._table,
                 Key={"table_key": {"S": table_key}, "version": {"N": str(version)}},
-                UpdateExpression="SET #p = :final, #t = :txn",
+                UpdateExpression=update,
                 ConditionExpression="#p = :staged",
-                ExpressionAttributeNames={"#p": "path", "#t": "transaction_uuid"},
-                ExpressionAttributeValues={":final": {"S": final_path}, ":staged": {"S": expected_path},
-                                           ":txn": {"S": transaction_uuid}},
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return True
@@ -368,8 +359,8 @@ class DynamoDBManifestStore:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise  # pragma: no cover
             old = exc.response.get("Item") or {}
-            return (old.get("path", {}).get("S") == final_path
-                    and old.get("transaction_uuid", {}).get("S") == transaction_uuid)
+            return old.get("path", {}).get("S") == final and (
+                txn is None or old.get("transaction_uuid", {}).get("S") == txn)
 
     def get(self, table_key: str, version: int) -> VersionRecord | None:
         """The row of ``version`` (consistent read), or None."""

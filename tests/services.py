@@ -240,3 +240,12 @@ def forget_session_leftovers(basetemp: str, since) -> dict[str, int]:
     except Exception:  # noqa: BLE001
         pass
     return removed
+
+
+def new_dynamodb_store_url(moto: "MotoServer") -> str:
+    """A freshly provisioned DynamoDB manifest store on moto, as a store URL."""
+    from deploy.provision_dynamodb import create_table
+
+    name = f"tessera-{uuid.uuid4().hex[:8]}"
+    create_table(name, region="us-east-1", endpoint_url=moto.endpoint)
+    return f"dynamodb:///{name}?region=us-east-1&endpoint_url={moto.endpoint}"

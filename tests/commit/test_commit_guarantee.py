@@ -46,12 +46,9 @@ class Setup:
         elif kind == "sqlite":
             self.store_url = f"sqlite:///{tmp_path}/commits.db"
         elif kind == "dynamodb":
-            from deploy.provision_dynamodb import create_table
+            from tessera_test_services import new_dynamodb_store_url
 
-            moto = request.getfixturevalue("moto_server")
-            name = f"tessera-{uuid.uuid4().hex[:8]}"
-            create_table(name, region="us-east-1", endpoint_url=moto.endpoint)
-            self.store_url = f"dynamodb:///{name}?region=us-east-1&endpoint_url={moto.endpoint}"
+            self.store_url = new_dynamodb_store_url(request.getfixturevalue("moto_server"))
         else:
             self.store_url = request.getfixturevalue({"redis": "redis_url", "postgres": "postgres_url",
                                                       "mysql": "mysql_url"}[kind])

@@ -25,12 +25,9 @@ def store_url(request, tmp_path):
     if request.param == "dynamodb":
         import uuid
 
-        from deploy.provision_dynamodb import create_table
+        from tessera_test_services import new_dynamodb_store_url
 
-        moto = request.getfixturevalue("moto_server")
-        name = f"tessera-{uuid.uuid4().hex[:8]}"
-        create_table(name, region="us-east-1", endpoint_url=moto.endpoint)
-        return f"dynamodb:///{name}?region=us-east-1&endpoint_url={moto.endpoint}"
+        return new_dynamodb_store_url(request.getfixturevalue("moto_server"))
     url = request.getfixturevalue({"redis": "redis_url", "postgres": "postgres_url", "mysql": "mysql_url"}[request.param])
 
     def forget_rows():  # the shared databases keep nothing of ours

@@ -27,12 +27,9 @@ from tessera.stores.manifest_store import normalize_table_uri, open_manifest_sto
 @pytest.fixture(params=["postgres", "mysql", "redis", "dynamodb"])
 def store_url(request):
     if request.param == "dynamodb":
-        from deploy.provision_dynamodb import create_table
+        from tessera_test_services import new_dynamodb_store_url
 
-        moto = request.getfixturevalue("moto_server")
-        name = f"tessera-{uuid.uuid4().hex[:8]}"
-        create_table(name, region="us-east-1", endpoint_url=moto.endpoint)
-        return f"dynamodb:///{name}?region=us-east-1&endpoint_url={moto.endpoint}"
+        return new_dynamodb_store_url(request.getfixturevalue("moto_server"))
     return request.getfixturevalue({"postgres": "postgres_url", "mysql": "mysql_url", "redis": "redis_url"}[request.param])
 
 
