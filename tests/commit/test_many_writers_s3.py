@@ -5,7 +5,6 @@ no staged manifest left behind."""
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import uuid
 
 import pyarrow as pa

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-import uuid
 
 import pyarrow as pa
 import pytest
