@@ -23,7 +23,6 @@ def store_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/commits.db"
     if request.param == "dynamodb":
-
         from tessera_test_services import new_dynamodb_store_url
 
         return new_dynamodb_store_url(request.getfixturevalue("moto_server"))
