@@ -27,9 +27,9 @@ Options (keys are case-insensitive, values strings):
 ``version`` / ``tag``     read: time travel to a version number or a tag
 ``columns``               read: comma-separated columns (Spark 4.3 does not pass
                           the projection to Python sources)
-``pushdown``              read: ``true``/``false``, push filters (default: as
-                          :func:`register` chose, off unless asked; read its
-                          docs for the PySpark 4.3 caveat)
+``pushdown``              read: ``true``/``false`` (default ``false``); ``true``
+                          is refused with :class:`SparkOptionError` on every
+                          PySpark with filter pushdown so far, see below
 ``batch_rows``            read: rows per Arrow batch (65536)
 ``min_partitions``        read: tasks to aim for at least (default: the
                           session's default parallelism, see :func:`register`)
@@ -51,10 +51,25 @@ options, version numbers, serialized protobufs).  See
 :mod:`catalog.spark_write` and :mod:`catalog.spark_read`.
 
 Snapshots: each query resolves the latest version (or the one asked for) when
-Spark plans it — but PySpark 4.3 keeps a DataFrame's (or temporary view's)
-read plan and reuses it for later queries of that DataFrame that have no
-pushable filter, so ``df.count()`` repeated after another writer committed can
-still count the earlier snapshot.  Load a new DataFrame to see new commits.
+Spark plans it — but PySpark keeps the read plan (pickled read function and
+partitions) on the loaded DataFrame's (or temporary view's) data source object
+in the JVM and reuses it for later queries of that DataFrame, so ``df.count()``
+repeated after another writer committed can still count the earlier snapshot
+(with ``spark.sql.python.filterPushdown.enabled`` on, a query with a filter
+Spark hands to Python is planned afresh).  Load a new DataFrame to see new
+commits.
+
+Filter pushdown is refused (:func:`pushdown_refusal`): a query whose filters a
+source accepts replaces that one stored plan with a plan reading only the
+matching rows, and every later query of the DataFrame, and every other scan of
+it in the same query (a union, a self-join), then reuses it:
+``df.where("x = 1").count()`` followed by ``df.count()`` counted the filtered
+rows.  Those queries call no Python code at all — they run the same pickled
+read function and partitions — so nothing a Python source does can tell them
+apart; the only answer that is never wrong is not to push.  Seen on PySpark
+4.3.0; it comes with the change that made pushdown also plan the read
+(SPARK-51575, before 4.1, the first release with ``pushFilters``).  Reads stay
+exact without pushdown: Spark applies every filter itself.
 
 Addressing by name: ``.option("table", "ns.events")`` is resolved by a
 :data:`NameResolver` — ``.option("resolver", "pkg.module:function")``, or the
@@ -68,6 +83,7 @@ workers import (for example the module defining the resolver calling
 from __future__ import annotations
 
 import importlib
+import itertools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -86,6 +102,48 @@ log = logging.getLogger(__name__)
 FORMAT = "tessera"
 STORAGE_PREFIX = "storage."
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+#: the first Spark (major, minor) whose JVM keeps a filter-pushdown read plan
+#: per query instead of per loaded DataFrame; None: no release is known to
+#: (4.1 to 4.3 are not — the canary ``test_this_pyspark_still_needs_the_refusal``
+#: in tests/spark/test_spark_pushdown.py says when that changes)
+PUSHDOWN_SAFE_SINCE: tuple[int, int] | None = None
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    out = []
+    for part in version.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def pushdown_refusal(spark_version: str) -> str | None:
+    """Why filter pushdown cannot be used with this Spark (PySpark) version,
+    or None when it can.
+
+    PySpark's Python data sources gained filter pushdown in 4.1.  Up to at
+    least 4.3, Spark stores the read plan (pickled read function and
+    partitions) that a query's pushdown produced on the data source object of
+    the *loaded DataFrame* (``PythonDataSourceV2.setReadInfo``), and a scan of
+    that DataFrame whose query pushes no filter to Python takes whatever plan
+    is stored there without calling Python.  So once one query pushed a
+    filter, later queries of the same DataFrame or temporary view — and the
+    other scans of it in the same query (a union or self-join) — read only the
+    rows that filter kept.  No Python code runs for those queries, so a source
+    cannot detect or repair it; pushing nothing is the only correct choice."""
+    v = _version_tuple(spark_version)
+    if v < (4, 1):
+        return (f"option pushdown needs PySpark 4.1 or later (filter pushdown of Python data sources); this is "
+                f"{spark_version}")
+    if PUSHDOWN_SAFE_SINCE is None or v < PUSHDOWN_SAFE_SINCE:
+        return (f"option pushdown is refused on PySpark {spark_version}: Spark keeps the read plan of a query that "
+                "pushed filters on the loaded DataFrame and reuses it for that DataFrame's other queries (and other "
+                "scans of it in the same query), which then see only the filtered rows (df.where(...).count() "
+                "then df.count() returns the filtered count). Reads are exact without pushdown: drop the option")
+    return None
 
 
 @dataclass(frozen=True)
@@ -197,12 +255,28 @@ class TesseraDataSource(DataSource):
                           storage_options=loc.storage_options)
 
     def _pushdown(self) -> bool:
+        """Whether to push filters: the ``pushdown`` option, refused (a
+        :class:`SparkOptionError`) while :meth:`_pushdown_refusal` gives a reason."""
         raw = self.options.get("pushdown")
         if raw is None:
-            return self.pushdown_default
-        if raw.lower() not in ("true", "false"):
+            wanted = self.pushdown_default
+        elif raw.lower() not in ("true", "false"):
             raise SparkOptionError(f"option pushdown must be true or false, got {raw!r}")
-        return raw.lower() == "true"
+        else:
+            wanted = raw.lower() == "true"
+        if wanted:
+            reason = self._pushdown_refusal()
+            if reason:
+                raise SparkOptionError(reason)
+        return wanted
+
+    def _pushdown_refusal(self) -> str | None:
+        """:func:`pushdown_refusal` for the PySpark this planning worker runs
+        (the one shipped with the cluster's Spark).  Tests of the pushdown
+        machinery override it, loading a fresh DataFrame for every query."""
+        import pyspark
+
+        return pushdown_refusal(pyspark.__version__)
 
     def _columns(self, names: list[str]) -> list[str]:
         raw = self.options.get("columns")
@@ -219,6 +293,7 @@ class TesseraDataSource(DataSource):
 
         from .spark_types import spark_schema_of
 
+        self._pushdown()  # an option refused fails at load(), not at the first query
         table = self._open()
         full = spark_schema_of(table.schema)
         return StructType([full[c] for c in self._columns(full.fieldNames())])
@@ -229,6 +304,7 @@ class TesseraDataSource(DataSource):
         from .spark_read import (DEFAULT_MAX_PARTITION_BYTES, DEFAULT_READ_BATCH_ROWS, PartitionSizing, ReadPlan,
                                  TesseraFilteringReader, TesseraReader)
 
+        pushdown = self._pushdown()
         table = self._open()
         names = table.schema.names
         unknown = [c for c in schema.fieldNames() if c not in names]
@@ -247,7 +323,7 @@ class TesseraDataSource(DataSource):
                 rows_per_partition=_int_option(o, "rows_per_partition", None),
             ),
         )
-        cls = TesseraFilteringReader if self._pushdown() else TesseraReader
+        cls = TesseraFilteringReader if pushdown else TesseraReader
         return cls(plan, schema, [f.SerializeToString() for f in table.fragments])
 
     def writer(self, schema, overwrite: bool):
@@ -259,14 +335,15 @@ class TesseraDataSource(DataSource):
 
 
 class TesseraPushdownDataSource(TesseraDataSource):
-    """``format("tessera")`` with filter pushdown on by default."""
+    """``format("tessera")`` with filter pushdown on by default (every read
+    without ``.option("pushdown", "false")`` is refused while
+    :func:`pushdown_refusal` gives a reason)."""
 
     pushdown_default = True
 
 
 def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True) -> None:
-    """Make ``format("tessera")`` available in ``spark`` (per session) and set
-    ``spark.sql.python.filterPushdown.enabled``, which pushdown needs.
+    """Make ``format("tessera")`` available in ``spark`` (per session).
 
     Writes: Spark hands a Python writer its rows in Arrow batches of at most
     ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows (10,000) and, unless
@@ -282,13 +359,16 @@ def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True)
     setting is session-wide: it applies to every Arrow batch sent to Python
     (pandas UDFs, ``mapInArrow``) in this session.
 
-    ``pushdown=True`` pushes filters by default (each read can still choose
-    with the ``pushdown`` option).  It is off by default because PySpark 4.3
-    caches the read plan that filter pushdown produced on the DataFrame (or
-    temporary view) itself and reuses it for a later query of the same
-    DataFrame that has no pushable filter: ``df.filter("id > 5").count()``
-    followed by ``df.count()`` returns the filtered count.  With pushdown on,
-    derive each filtered query from a fresh ``spark.read...load()``.
+    ``pushdown=True`` would push filters by default (each read can still
+    choose with the ``pushdown`` option); it raises :class:`SparkOptionError`,
+    changing nothing, while :func:`pushdown_refusal` refuses ``spark.version``
+    — on every PySpark so far, whose JVM reuses the read plan of a query that
+    pushed filters for the other queries of the same DataFrame or temporary
+    view (``df.filter("id > 5").count()`` followed by ``df.count()`` returned
+    the filtered count).  Where pushdown is allowed, this also sets
+    ``spark.sql.python.filterPushdown.enabled``, which it needs; elsewhere the
+    session conf is left as it is (Tessera's readers then have no
+    ``pushFilters``, and Spark applies every filter itself).
 
     Reads aim for the session's default parallelism in tasks (recorded here:
     planning workers cannot ask the session); the ``min_partitions`` option
@@ -297,6 +377,9 @@ def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True)
     Spark looks Python data sources up in the JVM's *active* session, which is
     per thread: a job started from another Python thread fails with
     ``DATA_SOURCE_NOT_FOUND`` unless that thread calls :func:`activate` first."""
+    refusal = pushdown_refusal(_spark_version(spark))
+    if pushdown and refusal:
+        raise SparkOptionError(f"register(spark, pushdown=True): {refusal}")
     base = TesseraPushdownDataSource if pushdown else TesseraDataSource
     parallelism = _default_parallelism(spark)
     if parallelism is not None and parallelism != base.default_parallelism:
@@ -304,7 +387,8 @@ def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True)
         base = type(base.__name__, (base,), {"default_parallelism": parallelism, "__module__": __name__,
                                              "__qualname__": f"{base.__qualname__}[parallelism={parallelism}]"})
     spark.dataSource.register(base)
-    spark.conf.set(PUSHDOWN_CONF, "true")
+    if refusal is None:
+        spark.conf.set(PUSHDOWN_CONF, "true")
     if lift_arrow_byte_cap:
         _lift_arrow_byte_cap(spark)
     activate(spark)
@@ -330,6 +414,16 @@ def _lift_arrow_byte_cap(spark) -> bool:
     return True
 
 
+def _spark_version(spark) -> str:
+    """The session's Spark version (the JVM's, also through Spark Connect)."""
+    version = getattr(spark, "version", None)
+    if isinstance(version, str) and version:
+        return version
+    import pyspark
+
+    return pyspark.__version__
+
+
 def _default_parallelism(spark) -> int | None:
     try:
         return int(spark.sparkContext.defaultParallelism)
@@ -345,5 +439,6 @@ def activate(spark) -> None:
         jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
-__all__ = ["FORMAT", "NameResolver", "TableLocation", "TesseraDataSource", "TesseraPushdownDataSource", "activate",
-           "register", "resolve_location", "set_name_resolver"]
+__all__ = ["FORMAT", "PUSHDOWN_SAFE_SINCE", "NameResolver", "TableLocation", "TesseraDataSource",
+           "TesseraPushdownDataSource", "activate", "pushdown_refusal", "register", "resolve_location",
+           "set_name_resolver"]

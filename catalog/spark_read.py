@@ -5,7 +5,10 @@ latest, or the ``version``/``tag`` option — and everything after reads that
 version.  With pushdown on (:class:`TesseraFilteringReader`),
 ``pushFilters`` keeps the filters it can apply exactly and hands the rest
 back; ``partitions()`` then prunes fragments with the per-file statistics
-(:mod:`catalog.spark_stats`).  ``partitions()`` cuts the rest into as few
+(:mod:`catalog.spark_stats`).  The data source refuses pushdown on PySpark
+versions that reuse a pushed plan for other queries of the same DataFrame
+(all so far: see :func:`catalog.spark.pushdown_refusal`), so this reader is
+only reached by tests and by a Spark where pushdown is known to be safe.  ``partitions()`` cuts the rest into as few
 tasks as keep every core busy (:func:`plan_partitions`: several small
 fragments per task, large fragments split by row range), and ``read()``
 (executors) reads the filter columns first, skips slices where nothing

@@ -75,6 +75,33 @@ def spark(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def pushdown_probe(spark) -> str:
+    """The format name of a ``tessera`` source with filter pushdown on and its
+    refusal (:func:`tessera.catalog.spark.pushdown_refusal`) bypassed, to test
+    the pushdown machinery itself.  PySpark 4.3 reuses a DataFrame's pushed
+    read plan for its later queries, so load a fresh DataFrame for every query
+    (as the refusal's reason says)."""
+    from tessera.catalog.spark import PUSHDOWN_CONF, TesseraDataSource
+
+    parallelism = spark.sparkContext.defaultParallelism
+
+    class PushdownProbe(TesseraDataSource):  # defined in a function: Spark pickles it by value
+        pushdown_default = True
+        default_parallelism = parallelism
+
+        @classmethod
+        def name(cls) -> str:
+            return "tessera_pushdown_probe"
+
+        def _pushdown_refusal(self):
+            return None
+
+    spark.dataSource.register(PushdownProbe)
+    spark.conf.set(PUSHDOWN_CONF, "true")  # a reader with pushFilters fails without it
+    return PushdownProbe.name()
+
+
+@pytest.fixture(scope="session")
 def spark_job_env() -> dict[str, str]:
     """Environment for a ``spark-submit`` subprocess (skips/fails like ``spark``)."""
     try:

@@ -252,7 +252,9 @@ def test_pylance_reads_what_spark_wrote_and_spark_reads_pylance(spark, lance, tm
     assert rows[0].ts == dt.datetime(1970, 1, 1, 0, 10) and rows[1].tags == [601, 602] and rows[0].tags is None
 
 
-def test_filter_pushdown_prunes_fragments_and_is_exact(spark, table_uri):
+def test_filter_pushdown_prunes_fragments_and_is_exact(spark, table_uri, pushdown_probe):
+    """The pushdown machinery, through a source that bypasses its refusal
+    (tests/spark/test_spark_pushdown.py covers the refusal)."""
     src = spark.range(0, 1000, numPartitions=4).selectExpr(
         "id", "cast(id AS string) AS s", "id * 0.5 AS f", "IF(id % 2 = 0, NULL, id) AS n",
         "date_add(DATE'2024-01-01', cast(id DIV 250 AS int)) AS d", "cast(id AS decimal(10,2)) AS dec",
@@ -261,9 +263,9 @@ def test_filter_pushdown_prunes_fragments_and_is_exact(spark, table_uri):
     assert len(Table.open(table_uri).fragments) == 4
     plain = spark.read.format("tessera").load(table_uri)  # pushdown is off by default
 
-    def pushing():  # a fresh DataFrame per query: see catalog.spark.register on PySpark 4.3
+    def pushing():  # a fresh DataFrame per query: see catalog.spark.pushdown_refusal
         # min_partitions: a task per fragment (instead of a few small fragments per task), so tasks count fragments
-        return spark.read.format("tessera").option("pushdown", "true").option("min_partitions", "64").load(table_uri)
+        return spark.read.format(pushdown_probe).option("min_partitions", "64").load(table_uri)
 
     def parts(cond: str) -> int:
         return pushing().filter(cond).rdd.getNumPartitions()
@@ -309,12 +311,13 @@ def test_reusing_a_dataframe_is_safe_without_pushdown(spark, table_uri):
     assert df.count() == 1000
 
 
-def test_large_fragments_split_by_row_range_and_deletions(spark, table_uri):
+def test_large_fragments_split_by_row_range_and_deletions(spark, table_uri, pushdown_probe):
     spark.range(0, 10_000, numPartitions=1).write.format("tessera").mode("append").save(table_uri)
     Table.open(table_uri).delete("id % 10 = 0")
-    def load():
-        return (spark.read.format("tessera").option("rows_per_partition", "3000").option("batch_rows", "1000")
-                .option("pushdown", "true").load(table_uri))
+
+    def load():  # with pushdown (refusal bypassed): a fresh DataFrame per query
+        return (spark.read.format(pushdown_probe).option("rows_per_partition", "3000").option("batch_rows", "1000")
+                .load(table_uri))
 
     assert load().rdd.getNumPartitions() == 4
     ids = sorted(r.id for r in load().collect())

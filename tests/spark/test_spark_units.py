@@ -250,9 +250,57 @@ def test_register_records_the_sessions_parallelism_for_planning_workers():
     assert issubclass(ds, tspark.TesseraDataSource) and ds.name() == "tessera" and not ds.pushdown_default
     clone = cloudpickle.loads(cloudpickle.dumps(ds))  # as Spark ships it to a planning worker
     assert clone.default_parallelism == 7 and clone.name() == "tessera"
-    tspark.register(Session, pushdown=True)
-    assert Session.dataSource.registered[-1].pushdown_default
     assert tspark.TesseraDataSource.default_parallelism is None  # the importable classes are untouched
+
+
+def test_pushdown_is_refused_on_pysparks_that_reuse_pushed_read_plans(monkeypatch):
+    for version in ("4.3.0", "4.1.0", "4.2.1", "4.3.0.dev0", "5.0.0-preview1"):
+        assert "refused on PySpark" in tspark.pushdown_refusal(version)
+    assert "needs PySpark 4.1" in tspark.pushdown_refusal("3.5.1")
+    assert "needs PySpark 4.1" in tspark.pushdown_refusal("4.0.0")
+
+    conf: dict = {}
+
+    class Session:  # what register touches of a classic SparkSession
+        version = "4.3.0"
+        sparkContext = None
+
+        class dataSource:  # noqa: N801
+            registered = []
+
+            @classmethod
+            def register(cls, ds):
+                cls.registered.append(ds)
+
+        class conf:  # noqa: N801
+            @staticmethod
+            def set(key, value):
+                conf[key] = value
+
+            @staticmethod
+            def get(key, default=None):
+                return conf.get(key, default)
+
+    with pytest.raises(SparkOptionError, match="pushdown=True.*refused on PySpark 4.3.0"):
+        tspark.register(Session, pushdown=True)
+    assert Session.dataSource.registered == [] and conf == {}  # refused before changing anything
+    tspark.register(Session)
+    assert not Session.dataSource.registered[-1].pushdown_default
+    assert tspark.PUSHDOWN_CONF not in conf  # Tessera's readers do not need it: the session's value stays
+
+    ds = tspark.TesseraDataSource({"path": "/nowhere", "pushdown": "true"})
+    with pytest.raises(SparkOptionError, match="refused"):
+        ds.schema()  # before looking for the table
+    with pytest.raises(SparkOptionError, match="must be true or false"):
+        tspark.TesseraDataSource({"path": "/nowhere", "pushdown": "1"}).schema()
+
+    # a Spark known to keep pushed plans per query: allowed, and register turns the conf on
+    monkeypatch.setattr(tspark, "PUSHDOWN_SAFE_SINCE", (4, 4))
+    assert tspark.pushdown_refusal("4.3.9") and tspark.pushdown_refusal("4.4.0") is None
+    assert tspark.pushdown_refusal("5.0.0-preview1") is None
+    Session.version = "4.4.0"
+    tspark.register(Session, pushdown=True)
+    assert Session.dataSource.registered[-1].pushdown_default and conf[tspark.PUSHDOWN_CONF] == "true"
 
 
 def test_pyspark_discovers_the_source_without_register():
