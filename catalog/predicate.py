@@ -13,6 +13,17 @@ Supported SQL: ``= != <> < <= > >=``, ``AND OR NOT``, parentheses,
 ``+ - * / %`` and unary minus, string/number/boolean/NULL literals,
 ``DATE '...'`` / ``TIMESTAMP '...'`` literals, ``CAST(x AS type)`` / ``x::type``,
 struct fields ``a.b.c``, and ``"quoted"`` or ```backticked``` identifiers.
+
+Scalar functions (pyarrow compute underneath): ``lower upper`` ``starts_with/startswith
+ends_with/endswith contains`` (constant pattern), ``regexp_like/regexp_match/regexp_matches
+(s, pattern[, 'i'|'c'])`` (RE2, a match anywhere, boolean), ``length/char_length/
+character_length``, ``trim/ltrim/rtrim(s[, chars])`` and ``TRIM([BOTH|LEADING|TRAILING]
+chars FROM s)`` (spaces by default), ``date_trunc('year'|'quarter'|'month'|'week'|'day'|
+'hour'|'minute'|'second'|..., x)`` (keeps x's type), ``EXTRACT(f FROM x)`` /
+``date_part('f', x)`` / ``year(x)``... for year quarter month day hour minute second
+millisecond microsecond doy week dow (Sunday = 0) isodow (Monday = 1), ``abs``,
+``round(x[, n])`` (half away from zero), ``floor``, ``ceil/ceiling``, ``coalesce/ifnull/nvl``.
+Any other function is an :class:`~catalog.errors.UnsupportedPredicateError` naming it.
 Unquoted names match exactly, else case-insensitively when that is unambiguous.
 
 A constant compared with a column (or any typed expression) is cast to that
@@ -80,6 +91,18 @@ _CAST_TYPES = {_T[name]: typ for name, typ in _CAST_NAMES.items() if name in _T.
 _DECIMALS = {_T[name] for name in ("DECIMAL", "DECIMAL128") if name in _T.__members__}
 _UNITS = {0: "s", 3: "ms", 6: "us", 9: "ns"}  # TIMESTAMP(p) precision -> unit
 _NULL_BOOL = pa.scalar(None, pa.bool_())
+_EXTRACT: dict[str, Callable] = {
+    "year": pc.year, "quarter": pc.quarter, "month": pc.month, "day": pc.day, "hour": pc.hour,
+    "minute": pc.minute, "second": pc.second, "millisecond": pc.millisecond,
+    "microsecond": pc.microsecond, "doy": pc.day_of_year, "week": pc.iso_week,
+    "dow": lambda x: pc.day_of_week(x, count_from_zero=True, week_start=7),  # Sunday = 0
+    "isodow": lambda x: pc.day_of_week(x, count_from_zero=False, week_start=1),  # Monday = 1
+}
+_TIME_FIELDS = {"hour", "minute", "second", "millisecond", "microsecond"}
+_TRUNC_UNITS = ("year", "quarter", "month", "week", "day", "hour", "minute", "second",
+                "millisecond", "microsecond")
+_TRUNC_ALIASES = {"years": "year", "months": "month", "days": "day", "hours": "hour", "minutes": "minute",
+                  "seconds": "second", "weeks": "week", "quarters": "quarter"}
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
 
@@ -338,6 +361,203 @@ class _Translator:
             out = self.logic(pc.or_kleene, out, self.compare(pc.equal, x, item))
         return out
 
+    # -- functions ------------------------------------------------------------------
+
+    def arg(self, node: exp.Expression | None, fname: str, what: str = "argument") -> _Val:
+        if node is None:
+            raise _err(PredicateSyntaxError, f"{fname} is missing its {what} in {self.text!r}", text=self.text)
+        v = self.visit(node)
+        typ = self.type_of(v)
+        if pa.types.is_dictionary(typ):  # kernels want the values, not the dictionary
+            v = _Val(v.expr.cast(typ.value_type), typ.value_type) if v.lit is None else _const(
+                v.lit.cast(typ.value_type))
+        return v
+
+    def string_arg(self, node: exp.Expression | None, fname: str) -> _Val:
+        v = self.arg(node, fname)
+        typ = self.type_of(v)
+        if not (_is_stringy(typ) or pa.types.is_null(typ)):
+            raise _err(PredicateTypeError, f"{fname} takes a string, not {typ} ({node.sql(dialect=_TesseraSQL)}) "
+                       f"in {self.text!r}", text=self.text)
+        if pa.types.is_null(typ):
+            v = _const(pa.scalar(None, pa.string()))
+        return v
+
+    def const_string(self, node: exp.Expression | None, fname: str, what: str) -> str:
+        if isinstance(node, exp.Var):  # e.g. date_trunc(month, ...), extract's field
+            return node.name
+        v = self.arg(node, fname, what)
+        if v.lit is None:
+            self.unsupported(node, f"{fname} with a non-constant {what}")
+        if not _is_stringy(v.lit.type) or not v.lit.is_valid:
+            raise _err(PredicateTypeError, f"the {what} of {fname} must be a string, not {v.lit} in {self.text!r}",
+                       text=self.text)
+        return v.lit.as_py()
+
+    def numeric_arg(self, node: exp.Expression | None, fname: str) -> _Val:
+        v = self.arg(node, fname)
+        typ = self.type_of(v)
+        if not (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ)
+                or pa.types.is_null(typ)):
+            raise _err(PredicateTypeError, f"{fname} takes a number, not {typ} in {self.text!r}", text=self.text)
+        return _const(pa.scalar(None, pa.float64())) if pa.types.is_null(typ) else v
+
+    def temporal_arg(self, node: exp.Expression | None, fname: str) -> _Val:
+        v = self.arg(node, fname)
+        typ = self.type_of(v)
+        if v.lit is not None and _is_stringy(typ):  # extract(year FROM '2024-01-01')
+            v = _const(_cast_const(v.lit, pa.timestamp("us"), explicit=True))
+        elif not (pa.types.is_date(typ) or pa.types.is_timestamp(typ) or pa.types.is_time(typ)):
+            raise _err(PredicateTypeError, f"{fname} takes a date or timestamp, not {typ} in {self.text!r}",
+                       text=self.text)
+        return v
+
+    def extract(self, field: str, v: _Val, fname: str, node: exp.Expression) -> _Val:
+        field = field.lower()
+        fn = _EXTRACT.get(field)
+        if fn is None:
+            self.unsupported(node, f"{fname} of {field!r} (supported: {', '.join(sorted(_EXTRACT))})")
+        typ = self.type_of(v)
+        if pa.types.is_date(typ) and field in _TIME_FIELDS:
+            v = self.apply(lambda x: x.cast(pa.timestamp("s")), v)  # a date's time is midnight
+        if pa.types.is_time(typ) and field not in _TIME_FIELDS:
+            raise _err(PredicateTypeError, f"{fname}({field}) of a {typ} in {self.text!r}", text=self.text)
+        out = self.apply(fn, v)
+        out.type = out.type or pa.int64()
+        return out
+
+    def function(self, node: exp.Func) -> _Val:  # noqa: C901 - one branch per function
+        """A scalar function call, translated to pyarrow compute."""
+        anonymous = isinstance(node, exp.Anonymous)
+        name = (node.name if anonymous else node.sql_name()).upper()
+        args = list(node.expressions) if anonymous else []
+        a = node.this if not anonymous else (args[0] if args else None)
+        b = node.args.get("expression") if not anonymous else (args[1] if len(args) > 1 else None)
+        fname = name.lower()
+
+        def arity(n: int, m: int | None = None) -> None:
+            if anonymous and not (n <= len(args) <= (n if m is None else m)):
+                want = n if m is None else f"{n} to {m}"
+                raise _err(PredicateTypeError, f"{fname} takes {want} arguments, got {len(args)} in {self.text!r}",
+                           text=self.text)
+
+        if name in ("LOWER", "UPPER"):
+            arity(1)
+            fn = pc.utf8_lower if name == "LOWER" else pc.utf8_upper
+            return self.apply(fn, self.string_arg(a, fname))
+        if name in ("STARTS_WITH", "STARTSWITH", "ENDS_WITH", "ENDSWITH", "CONTAINS"):
+            arity(2)
+            x, pattern = self.string_arg(a, fname), self.const_string(b, fname, "pattern")
+            fn = {"S": pc.starts_with, "E": pc.ends_with, "C": pc.match_substring}[name[0]]
+            return self.apply(lambda e: fn(e, pattern=pattern), x)
+        if name in ("REGEXP_LIKE", "REGEXP_MATCH", "REGEXP_MATCHES", "RLIKE"):
+            arity(2, 3)
+            flags = (args[2] if len(args) > 2 else None) if anonymous else node.args.get("flag")
+            x, pattern = self.string_arg(a, fname), self.const_string(b, fname, "pattern")
+            flag = self.const_string(flags, fname, "flags") if flags is not None else ""
+            if set(flag) - {"i", "c"}:
+                self.unsupported(node, f"{fname} flags {flag!r} (supported: 'i', 'c')")
+            ci = "i" in flag and flag.rfind("i") > flag.rfind("c")
+            try:
+                pc.match_substring_regex(pa.array([""]), pattern=pattern, ignore_case=ci)
+            except _ARROW_ERRORS as e:
+                raise _err(PredicateTypeError, f"bad regular expression {pattern!r} in {self.text!r}: {e}",
+                           text=self.text) from e
+            return self.apply(lambda e: pc.match_substring_regex(e, pattern=pattern, ignore_case=ci), x)
+        if name in ("LENGTH", "CHAR_LENGTH", "CHARACTER_LENGTH", "LEN"):
+            arity(1)
+            x = self.arg(a, fname)
+            typ = self.type_of(x)
+            if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
+                return self.apply(lambda e: pc.binary_length(e).cast(pa.int64()), x)
+            x = self.string_arg(a, fname)
+            out = self.apply(lambda e: pc.utf8_length(e).cast(pa.int64()), x)
+            out.type = pa.int64()
+            return out
+        if name in ("TRIM", "LTRIM", "RTRIM", "BTRIM"):
+            position = "LEADING" if name == "LTRIM" else "TRAILING" if name == "RTRIM" else "BOTH"
+            if not anonymous:
+                position = str(node.args.get("position") or position).upper()
+                if node.args.get("collation"):
+                    self.unsupported(node, f"{fname} with COLLATE")
+            else:
+                arity(1, 2)
+            x = self.string_arg(a, fname)
+            chars = " " if b is None else self.const_string(b, fname, "characters")
+            fn = {"LEADING": pc.utf8_ltrim, "TRAILING": pc.utf8_rtrim}.get(position, pc.utf8_trim)
+            return self.apply(lambda e: fn(e, characters=chars), x)
+        if name in ("DATE_TRUNC", "TIMESTAMP_TRUNC", "DATETIME_TRUNC"):
+            if anonymous:
+                arity(2)
+                unit_node, value_node = args[0], args[1]
+            else:
+                unit_node, value_node = node.args.get("unit"), node.this
+                if node.args.get("zone"):
+                    self.unsupported(node, f"{fname} with a time zone")
+            unit = self.const_string(unit_node, fname, "unit").lower()
+            unit = _TRUNC_ALIASES.get(unit, unit)
+            if unit not in _TRUNC_UNITS:
+                self.unsupported(node, f"{fname} to {unit!r} (supported: {', '.join(_TRUNC_UNITS)})")
+            x = self.temporal_arg(value_node, fname)
+            if pa.types.is_time(self.type_of(x)) or (pa.types.is_date(self.type_of(x))
+                                                     and unit not in ("year", "quarter", "month", "week", "day")):
+                return x if pa.types.is_date(self.type_of(x)) else self.unsupported(node, f"{fname} of a time")
+            out = self.apply(lambda e: pc.floor_temporal(e, unit=unit, week_starts_monday=True), x)
+            out.type = self.type_of(x)
+            return out
+        if name in ("EXTRACT", "DATE_PART", "DATEPART"):
+            if anonymous:
+                arity(2)
+                field_node, value_node = args[0], args[1]
+            else:
+                field_node, value_node = node.this, node.expression
+            field = self.const_string(field_node, fname, "field")
+            return self.extract(field, self.temporal_arg(value_node, fname), fname, node)
+        if name in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND", "DAY_OF_WEEK", "DAYOFWEEK", "QUARTER"):
+            arity(1)
+            field = {"DAY_OF_WEEK": "dow", "DAYOFWEEK": "dow"}.get(name, name.lower())
+            return self.extract(field, self.temporal_arg(a, fname), fname, node)
+        if name == "ABS":
+            arity(1)
+            x = self.numeric_arg(a, fname)
+            out = self.apply(pc.abs_checked, x)
+            out.type = out.type or self.type_of(x)
+            return out
+        if name in ("FLOOR", "CEIL", "CEILING"):
+            arity(1)
+            if not anonymous and (node.args.get("decimals") or node.args.get("to")):
+                self.unsupported(node, f"{fname} with a scale")
+            x = self.numeric_arg(a, fname)
+            if pa.types.is_integer(self.type_of(x)):
+                return x  # already whole
+            return self.apply(pc.floor if name == "FLOOR" else pc.ceil, x)
+        if name == "ROUND":
+            arity(1, 2)
+            digits_node = (args[1] if len(args) > 1 else None) if anonymous else node.args.get("decimals")
+            if not anonymous and node.args.get("truncate"):
+                self.unsupported(node, f"{fname} with truncate")
+            x = self.numeric_arg(a, fname)
+            digits = 0
+            if digits_node is not None:
+                d = self.arg(digits_node, fname, "number of digits")
+                if d.lit is None or not pa.types.is_integer(d.lit.type) or not d.lit.is_valid:
+                    self.unsupported(node, f"{fname} with a non-constant or non-integer number of digits")
+                digits = d.lit.as_py()
+            if pa.types.is_integer(self.type_of(x)) and digits >= 0:
+                return x
+            out = self.apply(lambda e: pc.round(e, ndigits=digits, round_mode="half_towards_infinity"), x)
+            return out
+        if name in ("COALESCE", "IFNULL", "NVL"):
+            nodes = args if anonymous else [node.this, *node.expressions]
+            if not nodes or any(n is None for n in nodes):
+                raise _err(PredicateSyntaxError, f"{fname} needs arguments in {self.text!r}", text=self.text)
+            vals = [self.arg(n, fname) for n in nodes]
+            anchor = next((v for v in vals if v.lit is None), None)
+            if anchor is not None:  # constants take the type of the first column-like argument
+                vals = [self.coerce(anchor, v)[1] if v.lit is not None else v for v in vals]
+            return self.apply(pc.coalesce, *vals)
+        self.unsupported(node)
+
     def visit(self, node: exp.Expression) -> _Val:  # noqa: C901 - one branch per construct
         """Translate one sqlglot node."""
         if node.args.get("negate"):  # newer sqlglot folds `x NOT ILIKE y` into the node itself
@@ -394,6 +614,8 @@ class _Translator:
             if esc is None or not _is_stringy(esc.type) or len(esc.as_py()) != 1:
                 self.unsupported(node, "ESCAPE other than a single character")
             return self.like(node.this, esc.as_py())
+        if isinstance(node, exp.Func) and not isinstance(node, exp.AggFunc):
+            return self.function(node)
         if isinstance(node, exp.Alias):
             raise _err(PredicateSyntaxError, f"unexpected alias {node.alias!r} in predicate {self.text!r} "
                        "(a missing operator?)", text=self.text)

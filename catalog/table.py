@@ -413,7 +413,7 @@ class Table:
         return self.scanner(columns, filter, limit, offset, batch_size, with_row_address, with_row_id).reader()
 
     def to_pandas(self, **kw):
-        return self.to_arrow(**kw).to_pandas()
+        return ldata.to_pandas(self.to_arrow(**kw), self._schema.metadata)
 
     def to_polars(self, **kw):
         import polars as pl
