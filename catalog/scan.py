@@ -124,7 +124,7 @@ class Scan:
                 out_fields.append(pa.field(c, pa.uint64(), nullable=False))
             else:
                 out_fields.append(schema.field(c))
-        self.schema = pa.schema(out_fields)
+        self.schema = pa.schema(out_fields, metadata=schema.metadata)  # pandas metadata, as pylance keeps it
         #: what the scan touched: fragments opened and bytes read from data files
         self.stats = {"fragments": 0, "bytes_read": 0}
         if any(c in self.special for c in out):
