@@ -33,6 +33,7 @@ from .errors import (
     NamespaceExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
+    NoCatalogError,
     NoSuchTableError,
     TableExistsError,
     WarehouseNotWritableError,
@@ -150,7 +151,8 @@ def _load_config(name: str | None) -> dict[str, Any]:
 
 
 def connect(name_or_uri: str | None = None, warehouse: str | None = None, *, name: str | None = None,
-            uri: str | None = None, storage_options: dict | None = None, **options) -> "Catalog":
+            uri: str | None = None, storage_options: dict | None = None, create: bool = True,
+            **options) -> "Catalog":
     """Open a catalog.
 
     ``connect("prod")`` loads the catalog named ``prod`` from the config file
@@ -160,7 +162,9 @@ def connect(name_or_uri: str | None = None, warehouse: str | None = None, *, nam
     CatalogConfigError.  ``connect(uri, warehouse=...)`` takes a SQLAlchemy
     URL for the catalog database (default: a SQLite file under the
     warehouse); ``warehouse`` is where new tables go (a local path or
-    ``s3://bucket/prefix``).  Arguments win over the config."""
+    ``s3://bucket/prefix``).  Arguments win over the config.  With
+    ``create=False`` nothing is created or migrated (no warehouse folder, no
+    database, no tables): a catalog that is not there is a NoCatalogError."""
     if name_or_uri is not None:
         if "://" in name_or_uri:
             uri = uri or name_or_uri
@@ -182,11 +186,12 @@ def connect(name_or_uri: str | None = None, warehouse: str | None = None, *, nam
         if "://" in warehouse and not warehouse.startswith("file://"):
             raise InvalidArgumentError("an object-store warehouse needs a catalog database URL (uri=...)")
         root = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
-        _check_local_warehouse(root)
+        if create:
+            _check_local_warehouse(root)
         uri = f"sqlite:///{os.path.join(os.path.abspath(root), 'catalog.db')}"
-    elif "://" not in warehouse or warehouse.startswith("file://"):
+    elif create and ("://" not in warehouse or warehouse.startswith("file://")):
         _check_local_warehouse(warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse)
-    return Catalog(uri, warehouse, storage_options=storage_options, **options)
+    return Catalog(uri, warehouse, storage_options=storage_options, create=create, **options)
 
 
 def _check_local_warehouse(root: str) -> None:
@@ -204,12 +209,14 @@ class Catalog:
     """Namespaces and tables, recorded in SQL."""
 
     def __init__(self, uri: str, warehouse: str, *, storage_options: dict | None = None,
-                 default_file_version: str = "2.2", retry=None, properties: dict | None = None) -> None:
+                 default_file_version: str = "2.2", retry=None, properties: dict | None = None,
+                 create: bool = True) -> None:
         """``retry`` (a :class:`commit.retry.RetryPolicy`) or the ``properties``
         ``commit.retry.max-attempts``, ``commit.retry.max-seconds``,
         ``commit.retry.base-delay``, ``commit.retry.max-delay`` and
         ``commit.retry.read-back-seconds`` bound the commits of every table
-        this catalog opens."""
+        this catalog opens.  ``create=False`` opens an existing catalog
+        only: no database file, schema or migration is created (NoCatalogError)."""
         from tessera.commit.retry import RetryPolicy
         from tessera.stores.sql_migrate import upgrade
 
@@ -220,11 +227,19 @@ class Catalog:
         self.warehouse = warehouse.rstrip("/")
         self.storage_options = storage_options or {}
         self.default_file_version = default_file_version
+        if not create:
+            _refuse_missing_sqlite(uri)
         try:
-            upgrade(uri)  # creates or upgrades the schema through Alembic
+            if create:
+                upgrade(uri)  # creates or upgrades the schema through Alembic
             self.engine = sa.create_engine(uri, pool_pre_ping=True)
             with self.engine.connect() as c:
                 c.execute(sa.text("SELECT 1"))
+                if not create and not sa.inspect(c).has_table(TableRow.__tablename__):
+                    self.engine.dispose()
+                    raise NoCatalogError(f"nothing is there: {_safe(uri)} holds no catalog (nothing was created)")
+        except NoCatalogError:
+            raise
         except (OperationalError, ProgrammingError, SQLAlchemyError, OSError) as exc:
             raise CatalogConnectionError(f"cannot open the catalog database {_safe(uri)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - driver-specific connection failures
@@ -476,6 +491,18 @@ class Catalog:
         from .transaction import CatalogTransaction
 
         return CatalogTransaction(self)
+
+
+def _refuse_missing_sqlite(uri: str) -> None:
+    """A SQLite catalog URL whose file does not exist (opening it would create it)."""
+    url = sa.engine.make_url(uri)
+    if not url.drivername.startswith("sqlite"):
+        return
+    path = url.database or ""
+    if path in ("", ":memory:") or path.startswith("file:"):
+        return
+    if not os.path.exists(path):
+        raise NoCatalogError(f"nothing is there: no catalog database at {os.path.abspath(path)} (nothing was created)")
 
 
 def _safe(url: str) -> str:

@@ -23,28 +23,172 @@ from . import errors as E
 console = Console()
 err_console = Console(stderr=True)
 
+OUTPUT = click.option("--output", "-o", "output", type=click.Choice(["table", "json"]), default="table",
+                      show_default=True, help="table (for people) or json (for programs)")
+SCAN_DEFAULT_LIMIT = 20
+MIN_CELL = 8  # a column is never squeezed below this many characters (or its content, if shorter)
+MAX_CELL = 40  # nor widened beyond this
+
+
+def _consoles() -> None:
+    """Fresh consoles for this invocation (the terminal width is read now: COLUMNS or the terminal)."""
+    global console, err_console
+    console, err_console = Console(), Console(stderr=True)
+
 
 class Ctx:
     def __init__(self, catalog_uri: str | None, warehouse: str | None, config_name: str | None) -> None:
         self.catalog_uri, self.warehouse, self.config_name = catalog_uri, warehouse, config_name
         self._cat = None
+        self._ro = None
 
     @property
     def cat(self):
+        """The catalog, created (and migrated) if it is not there yet: for commands that write."""
         if self._cat is None:
             from .catalog import connect
 
             self._cat = connect(self.catalog_uri, self.warehouse, name=self.config_name)
         return self._cat
 
+    @property
+    def ro(self):
+        """The catalog for read-only commands: nothing is created; a catalog that
+        is not there is a NoCatalogError (exit 2)."""
+        if self._cat is not None:
+            return self._cat
+        if self._ro is None:
+            from .catalog import connect
 
-def _show(table: pa.Table, title: str | None = None) -> None:
-    rt = RichTable(title=title, show_lines=False)
-    for name in table.column_names:
-        rt.add_column(name)
-    for row in table.to_pylist():
-        rt.add_row(*["∅" if v is None else str(v) for v in row.values()])
+            self._ro = connect(self.catalog_uri, self.warehouse, name=self.config_name, create=False)
+        return self._ro
+
+    def close(self) -> None:
+        for c in (self._cat, self._ro):
+            if c is not None:
+                c.close()
+
+
+# -- output -----------------------------------------------------------------------------
+
+def _cell(v) -> str:
+    """A value as one line of text; never empty (None is ∅, "" is \"\")."""
+    if v is None:
+        return "∅"
+    if isinstance(v, bytes):
+        v = v.hex() if len(v) <= 32 else v[:32].hex() + "…"
+    elif isinstance(v, (dt.datetime, dt.date)):
+        v = v.isoformat(sep=" ") if isinstance(v, dt.datetime) else v.isoformat()
+    elif isinstance(v, float):
+        v = repr(v)
+    elif isinstance(v, (dict, list, tuple)):
+        v = json.dumps(v, default=str, ensure_ascii=False)
+    text = str(v).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎").replace("\t", " ")
+    return text if text else '""'
+
+
+def _fit(headers: list[str], rows: list[list[str]], width: int) -> list[int]:
+    """Column widths for as many leading columns as fit in ``width`` terminal
+    cells (each at least MIN_CELL, or its content if shorter); at least one."""
+    from rich.cells import cell_len
+
+    natural = []
+    for i, h in enumerate(headers):
+        n = max([cell_len(h)] + [cell_len(r[i]) for r in rows])
+        natural.append(max(1, min(n, MAX_CELL)))
+    mins = [min(n, MIN_CELL) for n in natural]
+    budget = width - 1  # the left border; each column costs its width + 3 (padding, border)
+    widths: list[int] = []
+    for m in mins:
+        if sum(w + 3 for w in widths) + m + 3 > budget:
+            break
+        widths.append(m)
+    if not widths:
+        return [max(1, budget - 3)]
+    spare = budget - sum(w + 3 for w in widths)
+    while spare > 0:
+        grew = False
+        for i in range(len(widths)):
+            if spare > 0 and widths[i] < natural[i]:
+                widths[i] += 1
+                spare -= 1
+                grew = True
+        if not grew:
+            break
+    return widths
+
+
+def _middle(text: str, width: int) -> str:
+    """``text`` cut in the middle to ``width`` cells (column names differ at their ends)."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(text) <= width:
+        return text
+    if width < 5:
+        return set_cell_size(text, width - 1) + "…" if width > 1 else "…"
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    end = text[::-1]
+    return set_cell_size(text, head) + "…" + set_cell_size(end, tail)[::-1]
+
+
+def _print_rows(headers: list[str], rows: list[list], title: str | None = None, note: str | None = None,
+                hint: str = "use --output json") -> None:
+    """A table that fits the terminal: long cells end in an ellipsis, columns
+    that do not fit are left out (and counted), no cell is ever blank."""
+    from rich.text import Text
+
+    texts = [[_cell(v) for v in r] for r in rows]
+    heads = [_cell(h) for h in headers]
+    widths = _fit(heads, texts, console.width)
+    k = len(widths)
+    rt = RichTable(title=title, show_lines=False, expand=False)
+    for h, w in zip(heads, widths):
+        t = Text(_middle(h, w), style="bold")
+        rt.add_column(t, width=w, no_wrap=True, overflow="ellipsis")
+    for r in texts:
+        cells = []
+        for v, w in zip(r, widths):
+            t = Text(v)
+            t.truncate(w, overflow="ellipsis")
+            cells.append(t)
+        rt.add_row(*cells)
     console.print(rt)
+    if k < len(heads):
+        more = len(heads) - k
+        console.print(f"… {more} more column{'s' if more > 1 else ''} not shown "
+                      f"({', '.join(heads[k:k + 3])}{', …' if more > 3 else ''}); {hint}")
+    if note:
+        console.print(note)
+
+
+def _json_default(v):
+    if isinstance(v, (dt.datetime, dt.date)):
+        return v.isoformat()
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, dt.timedelta):
+        return v.total_seconds()
+    return str(v)
+
+
+def _print_json(obj) -> None:
+    click.echo(json.dumps(obj, default=_json_default, ensure_ascii=False, indent=2))
+
+
+def _show(table: pa.Table, title: str | None = None, note: str | None = None) -> None:
+    _print_rows(table.column_names, [list(r.values()) for r in table.to_pylist()], title=title, note=note,
+                hint="choose columns with --columns, or use --output json")
+
+
+def _props(pairs: tuple[str, ...], option: str = "--property/-p") -> dict:
+    out = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep or not k.strip():
+            raise E.InvalidArgumentError(f"{option} {p!r}: expected key=value")
+        out[k.strip()] = v
+    return out
 
 
 def _read_files(paths: tuple[str, ...]) -> pa.Table:
@@ -55,15 +199,27 @@ def _read_files(paths: tuple[str, ...]) -> pa.Table:
     tables = []
     for p in paths:
         ext = os.path.splitext(p)[1].lower()
-        if ext in (".parquet", ".pq"):
-            tables.append(pq.read_table(p))
-        elif ext in (".csv", ".tsv"):
-            tables.append(pcsv.read_csv(p, parse_options=pcsv.ParseOptions(delimiter="\t" if ext == ".tsv" else ",")))
-        elif ext in (".arrow", ".feather", ".ipc"):
-            tables.append(feather.read_table(p))
-        else:
-            raise click.BadParameter(f"{p}: unknown file type {ext!r} (use .parquet, .csv, .tsv or .arrow)")
-    return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+        kind = {".parquet": "Parquet", ".pq": "Parquet", ".csv": "CSV", ".tsv": "TSV", ".arrow": "Arrow",
+                ".feather": "Arrow", ".ipc": "Arrow"}.get(ext)
+        if kind is None:
+            raise E.InvalidArgumentError(
+                f"{p}: unknown file type {ext or '(no suffix)'!r}; use .parquet, .csv, .tsv or .arrow/.feather files")
+        try:
+            if kind == "Parquet":
+                tables.append(pq.read_table(p))
+            elif kind in ("CSV", "TSV"):
+                tables.append(pcsv.read_csv(p, parse_options=pcsv.ParseOptions(delimiter="\t" if kind == "TSV" else ",")))
+            else:
+                tables.append(feather.read_table(p))
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise E.InvalidArgumentError(f"{p}: not a readable {kind} file ({first})") from None
+    if len(tables) == 1:
+        return tables[0]
+    try:
+        return pa.concat_tables(tables, promote_options="default")
+    except pa.ArrowException as exc:
+        raise E.InvalidArgumentError(f"the input files do not share a schema: {exc}") from None
 
 
 def _with_progress(label: str, total: int):
@@ -71,13 +227,38 @@ def _with_progress(label: str, total: int):
                     console=err_console, transient=True)
 
 
+# API wording -> CLI wording in error messages
+_CLI_WORDS = [
+    ("create it with create_namespace", "create it with `tessera namespace create`"),
+    ("connect() needs a warehouse (argument, TESSERA_WAREHOUSE or config file)",
+     "no warehouse: pass --warehouse, set TESSERA_WAREHOUSE or name a catalog of the config file with --config-name"),
+    ("an object-store warehouse needs a catalog database URL (uri=...)",
+     "an object-store warehouse needs a catalog database: pass --catalog URL"),
+    ("no catalog named", "--config-name: no catalog named"),
+    ("(nothing was created)", "(nothing was created); create a catalog with `tessera init`, or check --warehouse/--catalog"),
+    ("or open it with create=True", "or create it by using it as a table's --commit-store"),
+]
+
+
+def _cli_message(exc: BaseException) -> str:
+    msg = str(exc).strip() or type(exc).__name__
+    for api, cli in _CLI_WORDS:
+        msg = msg.replace(api, cli)
+    return " ".join(msg.split())  # one line
+
+
 class _Group(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (E.TesseraError, E.CommitError, E.FormatError, E.StoreError, E.PredicateError) as exc:
-            err_console.print(f"[bold red]error:[/] {exc}")
+        except (E.TesseraError, E.CommitError, E.FormatError, E.StoreError, E.PredicateError,
+                pa.ArrowException, OSError) as exc:
+            err_console.print(f"[bold red]error:[/] {_cli_message(exc)}", markup=True, highlight=False,
+                              soft_wrap=True)
             sys.exit(2)
+        finally:
+            if isinstance(ctx.obj, Ctx):
+                ctx.obj.close()
 
 
 @click.group(cls=_Group)
@@ -87,6 +268,7 @@ class _Group(click.Group):
 @click.pass_context
 def main(ctx, catalog_uri, warehouse, config_name):
     """Tessera: transactional Lance tables."""
+    _consoles()
     ctx.obj = Ctx(catalog_uri, warehouse, config_name)
 
 
@@ -107,29 +289,184 @@ def namespace():
 
 @namespace.command("create")
 @click.argument("name")
-@click.option("--property", "-p", "props", multiple=True, help="key=value")
+@click.option("--property", "-p", "props", multiple=True, help="key=value (repeatable)")
 @click.pass_obj
 def ns_create(obj: Ctx, name, props):
-    obj.cat.create_namespace(name, dict(p.split("=", 1) for p in props))
+    """Create a namespace."""
+    properties = _props(props)
+    obj.cat.create_namespace(name, properties)
     console.print(f"created namespace {name}")
 
 
 @namespace.command("list")
 @click.argument("parent", required=False)
+@OUTPUT
 @click.pass_obj
-def ns_list(obj: Ctx, parent):
-    rt = RichTable("namespace", "properties")
-    for n in obj.cat.list_namespaces(parent):
-        rt.add_row(n, json.dumps(obj.cat.namespace_properties(n)))
-    console.print(rt)
+def ns_list(obj: Ctx, parent, output):
+    """List namespaces (the top-level ones, or the children of PARENT)."""
+    cat = obj.ro
+    items = [{"namespace": n, "properties": cat.namespace_properties(n)} for n in cat.list_namespaces(parent)]
+    if output == "json":
+        return _print_json(items)
+    if not items:
+        console.print("no namespaces" + (f" in {parent}" if parent else "") + "; create one with `tessera namespace create NAME`")
+        return
+    _print_rows(["namespace", "properties"], [[i["namespace"], i["properties"] or "{}"] for i in items])
 
 
 @namespace.command("drop")
 @click.argument("name")
 @click.pass_obj
 def ns_drop(obj: Ctx, name):
-    obj.cat.drop_namespace(name)
+    """Drop an empty namespace."""
+    try:
+        obj.cat.drop_namespace(name)
+    except E.NamespaceNotEmptyError as exc:
+        raise E.NamespaceNotEmptyError(
+            f"{str(exc).replace('; drop them first', '')}; drop its tables first with "
+            f"`tessera table drop {name}.TABLE` (add --purge to delete their data too) and its namespaces with "
+            f"`tessera namespace drop {name}.CHILD` (list them with `tessera table list {name}` and "
+            f"`tessera namespace list {name}`)"
+        ) from None
     console.print(f"dropped namespace {name}")
+
+
+# -- table group ------------------------------------------------------------------------
+
+@main.group("table")
+def table_group():
+    """List, describe, drop and rename tables."""
+
+
+def _all_namespaces(cat, parent=None) -> list[str]:
+    out = []
+    for n in cat.list_namespaces(parent):
+        out.append(n)
+        out.extend(_all_namespaces(cat, n))
+    return out
+
+
+@table_group.command("list")
+@click.argument("namespace", required=False)
+@OUTPUT
+@click.pass_obj
+def table_list(obj: Ctx, namespace, output):
+    """List the tables of NAMESPACE (default: of every namespace)."""
+    cat = obj.ro
+    spaces = [namespace] if namespace else _all_namespaces(cat)
+    items = []
+    for ns in spaces:
+        for t in cat.list_tables(ns):
+            info = cat.table_info(t)
+            items.append({"table": t, "commit_store": info["commit_store"], "location": info["uri"]})
+    if output == "json":
+        return _print_json(items)
+    if not items:
+        console.print("no tables" + (f" in {namespace}" if namespace else "")
+                      + "; create one with `tessera create NAMESPACE.TABLE FILE...`")
+        return
+    _print_rows(["table", "commit store", "location"], [[i["table"], i["commit_store"], i["location"]] for i in items])
+
+
+def _size(t) -> dict:
+    frags = t.fragments
+    rows = t.count_rows()
+    nbytes = 0
+    files = 0
+    for f in frags:
+        for df in f.files:
+            files += 1
+            size = df.file_size_bytes
+            if not size:
+                try:
+                    size = t.store.size(f"data/{df.path}")
+                except Exception:  # noqa: BLE001 - a size we cannot read is left out
+                    size = 0
+            nbytes += size
+    return {"rows": rows, "fragments": len(frags), "data_files": files, "bytes": nbytes}
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _describe(obj: Ctx, name, output, version):
+    cat = obj.ro
+    info = cat.table_info(name)
+    t = cat.load_table(name, version=_version(version))
+    versions = t.versions()
+    d = {
+        "name": info["name"],
+        "location": info["uri"],
+        "version": t.version,
+        "latest_version": t.latest_version(),
+        "versions": len(versions),
+        "commit_store": info["commit_store"],
+        "file_version": t.file_version,
+        "stable_row_ids": t.stable_row_ids,
+        "created_at": info["created_at"],
+        "properties": info["properties"],
+        "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in t.schema],
+        **_size(t),
+    }
+    if output == "json":
+        return _print_json(d)
+    facts = [
+        ["name", d["name"]], ["location", d["location"]],
+        ["version", f"{d['version']} (latest {d['latest_version']}, {d['versions']} version(s))"],
+        ["commit store", d["commit_store"]], ["file version", d["file_version"]],
+        ["stable row ids", "yes" if d["stable_row_ids"] else "no"], ["created", d["created_at"]],
+        ["rows", f"{d['rows']:,}"], ["fragments", f"{d['fragments']:,} ({d['data_files']:,} data files)"],
+        ["size", _human_bytes(d["bytes"])],
+    ]
+    facts += [[f"property {k}", v] for k, v in sorted(d["properties"].items())]
+    _print_rows(["field", "value"], facts, title=d["name"])
+    _print_rows(["column", "type", "nullable"],
+                [[c["name"], c["type"], "yes" if c["nullable"] else "no"] for c in d["schema"]], title="schema")
+
+
+@table_group.command("describe")
+@click.argument("name")
+@click.option("--version", "version", default=None, help="version number or tag")
+@OUTPUT
+@click.pass_obj
+def table_describe(obj: Ctx, name, version, output):
+    """Schema, version, versions, commit store, properties and size of a table."""
+    _describe(obj, name, output, version)
+
+
+@main.command("describe")
+@click.argument("name")
+@click.option("--version", "version", default=None, help="version number or tag")
+@OUTPUT
+@click.pass_obj
+def describe(obj: Ctx, name, version, output):
+    """Same as `tessera table describe`."""
+    _describe(obj, name, output, version)
+
+
+@table_group.command("drop")
+@click.argument("name")
+@click.option("--purge", is_flag=True, help="also delete the table's data files and commit records")
+@click.pass_obj
+def table_drop(obj: Ctx, name, purge):
+    """Remove a table from the catalog (its data stays unless --purge)."""
+    obj.cat.drop_table(name, purge=purge)
+    console.print(f"dropped table {name}" + (" and deleted its data" if purge else " (its data files were kept)"))
+
+
+@table_group.command("rename")
+@click.argument("old")
+@click.argument("new")
+@click.pass_obj
+def table_rename(obj: Ctx, old, new):
+    """Rename a table (its data stays where it is)."""
+    obj.cat.rename_table(old, new)
+    console.print(f"renamed {old} to {new}")
 
 
 # -- tables ---------------------------------------------------------------------------
@@ -139,11 +476,14 @@ def ns_drop(obj: Ctx, name):
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--file-version", default="2.2", show_default=True)
 @click.option("--commit-store", default="auto", show_default=True, help="auto, native, catalog or a store URL")
+@click.option("--property", "-p", "props", multiple=True, help="key=value (repeatable)")
 @click.pass_obj
-def create(obj: Ctx, name, files, file_version, commit_store):
+def create(obj: Ctx, name, files, file_version, commit_store, props):
     """Create a table from Parquet, CSV or Arrow files."""
+    properties = _props(props)
     data = _read_files(files)
-    t = obj.cat.create_table(name, data, file_version=file_version, commit_store=commit_store)
+    t = obj.cat.create_table(name, data, file_version=file_version, commit_store=commit_store,
+                             properties=properties or None)
     console.print(f"created {name} (version {t.version}, {t.count_rows():,} rows)")
 
 
@@ -153,11 +493,12 @@ def create(obj: Ctx, name, files, file_version, commit_store):
 @click.pass_obj
 def append(obj: Ctx, name, files):
     """Append Parquet, CSV or Arrow files to a table."""
+    data = [_read_files((f,)) for f in files]  # every file is read (and checked) before anything is written
     t = obj.cat.load_table(name)
     with _with_progress("appending", len(files)) as prog:
         task = prog.add_task("append", total=len(files))
-        for f in files:
-            t.append(_read_files((f,)))
+        for d in data:
+            t.append(d)
             prog.advance(task)
     console.print(f"{name}: version {t.version}, {t.count_rows():,} rows")
 
@@ -168,41 +509,150 @@ def _scan_options(f):
     return f
 
 
+def _columns(columns):
+    if not columns:
+        return None
+    cols = [c.strip() for c in columns.split(",") if c.strip()]
+    if not cols:
+        raise E.InvalidArgumentError(f"--columns {columns!r}: name at least one column")
+    return cols
+
+
 @main.command()
 @click.argument("name")
-@click.option("-n", "--limit", default=10, show_default=True)
+@click.option("-n", "--limit", default=10, show_default=True, type=click.IntRange(min=0))
 @_scan_options
 @click.option("--version", "version", default=None, help="version number or tag")
+@OUTPUT
 @click.pass_obj
-def head(obj: Ctx, name, limit, columns, where, version):
+def head(obj: Ctx, name, limit, columns, where, version, output):
     """Show the first rows of a table."""
-    t = obj.cat.load_table(name, version=_version(version))
-    _show(t.to_arrow(columns=columns.split(",") if columns else None, filter=where, limit=limit),
-          title=f"{name} @ v{t.version}")
+    t = obj.ro.load_table(name, version=_version(version))
+    data = t.to_arrow(columns=_columns(columns), filter=where, limit=limit)
+    if output == "json":
+        return _print_json(data.to_pylist())
+    _show(data, title=f"{name} @ v{t.version}")
+
+
+_OUT_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
+                ".pq": "parquet"}
+
+
+class _JsonWriter:
+    def __init__(self, f, lines: bool):
+        self.f, self.lines, self.first = f, lines, True
+        if not lines:
+            f.write("[")
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        for row in batch.to_pylist():
+            text = json.dumps(row, default=_json_default, ensure_ascii=False)
+            if self.lines:
+                self.f.write(text + "\n")
+            else:
+                self.f.write(("\n" if self.first else ",\n") + text)
+            self.first = False
+
+    def close(self) -> None:
+        if not self.lines:
+            self.f.write("\n]\n" if not self.first else "]\n")
+
+
+def _write_out(reader: pa.RecordBatchReader, path: str, fmt: str) -> int:
+    """Stream the batches to ``path`` (through a temporary file renamed at the
+    end: a failed scan leaves no partial file)."""
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise E.InvalidArgumentError(f"--out {path}: the folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tessera-scan-", suffix=os.path.splitext(path)[1])
+    os.close(fd)
+    rows = 0
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            with pq.ParquetWriter(tmp, reader.schema) as w:
+                for b in reader:
+                    w.write_batch(b)
+                    rows += b.num_rows
+        elif fmt == "csv":
+            import pyarrow.csv as pcsv
+
+            with pcsv.CSVWriter(tmp, reader.schema) as w:
+                for b in reader:
+                    w.write_batch(b)
+                    rows += b.num_rows
+        else:
+            with open(tmp, "w", encoding="utf-8") as f:
+                w = _JsonWriter(f, lines=fmt == "jsonl")
+                for b in reader:
+                    w.write_batch(b)
+                    rows += b.num_rows
+                w.close()
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return rows
 
 
 @main.command()
 @click.argument("name")
 @_scan_options
-@click.option("--limit", type=int, default=None)
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="write .parquet/.csv instead of printing")
+@click.option("--limit", "-n", type=click.IntRange(min=0), default=None,
+              help=f"at most N rows (default on the terminal: {SCAN_DEFAULT_LIMIT}; into a file: all)")
+@click.option("--all", "all_rows", is_flag=True, help="every row (no default limit)")
+@click.option("--version", "version", default=None, help="version number or tag")
+@click.option("--out", "--output", "-o", "out", default=None, metavar="FILE|json",
+              help="write FILE (.parquet, .csv, .json or .jsonl, by its suffix) instead of printing; "
+                   "'json' prints JSON lines")
 @click.pass_obj
-def scan(obj: Ctx, name, columns, where, limit, output):
-    """Scan a table (optionally to a file)."""
-    t = obj.cat.load_table(name)
-    data = t.to_arrow(columns=columns.split(",") if columns else None, filter=where, limit=limit)
-    if output:
-        if output.endswith(".csv"):
-            import pyarrow.csv as pcsv
-
-            pcsv.write_csv(data, output)
-        else:
-            import pyarrow.parquet as pq
-
-            pq.write_table(data, output)
-        console.print(f"wrote {data.num_rows:,} rows to {output}")
-    else:
-        _show(data)
+def scan(obj: Ctx, name, columns, where, limit, all_rows, version, out):
+    """Scan a table, streaming its rows (to the terminal or a file)."""
+    if limit is not None and all_rows:
+        raise E.InvalidArgumentError("--limit and --all: give one or the other")
+    to_file = out not in (None, "json", "table")
+    fmt = None
+    if to_file:
+        fmt = _OUT_FORMATS.get(os.path.splitext(out)[1].lower())
+        if fmt is None:
+            raise E.InvalidArgumentError(
+                f"--out {out}: unknown output format {os.path.splitext(out)[1] or '(no suffix)'!r}; "
+                "name a .parquet, .csv, .json or .jsonl file (or use --out json to print JSON lines)")
+    elif limit is None and not all_rows:
+        limit = SCAN_DEFAULT_LIMIT
+    t = obj.ro.load_table(name, version=_version(version))
+    cols = _columns(columns)
+    if to_file:
+        rows = _write_out(t.to_batches(columns=cols, filter=where, limit=limit), out, fmt)
+        console.print(f"wrote {rows:,} rows to {out}")
+        return
+    # one row past the limit tells whether there is more
+    reader = t.to_batches(columns=cols, filter=where, limit=None if limit is None else limit + 1)
+    if out == "json":
+        n = 0
+        for b in reader:
+            for row in b.to_pylist():
+                if limit is not None and n >= limit:
+                    break
+                click.echo(json.dumps(row, default=_json_default, ensure_ascii=False))
+                n += 1
+        return
+    batches, n, more = [], 0, False
+    for b in reader:
+        if limit is not None and n + b.num_rows > limit:
+            more = True
+            b = b.slice(0, limit - n)
+        batches.append(b)
+        n += b.num_rows
+        if more:
+            break
+    data = pa.Table.from_batches(batches, schema=reader.schema)
+    note = (f"showing the first {n:,} rows; use --limit N or --all for more" if more else None)
+    _show(data, title=f"{name} @ v{t.version}", note=note)
 
 
 def _version(v):
@@ -213,27 +663,33 @@ def _version(v):
 
 @main.command()
 @click.argument("name")
+@OUTPUT
 @click.pass_obj
-def history(obj: Ctx, name):
+def history(obj: Ctx, name, output):
     """Versions: time, operation, rows added and removed."""
-    t = obj.cat.load_table(name)
-    rt = RichTable("version", "time (UTC)", "operation", "added", "removed", "rows", title=name)
-    for h in t.versions():
-        rt.add_row(str(h["version"]), h["timestamp"].strftime("%Y-%m-%d %H:%M:%S"), str(h["operation"]),
-                   f"{h['rows_added']:,}", f"{h['rows_removed']:,}", f"{h['rows']:,}")
-    console.print(rt)
+    t = obj.ro.load_table(name)
+    vs = t.versions()
+    if output == "json":
+        return _print_json(vs)
+    _print_rows(["version", "time (UTC)", "operation", "added", "removed", "rows"],
+                [[h["version"], h["timestamp"].strftime("%Y-%m-%d %H:%M:%S"), h["operation"] or "-",
+                  f"{h['rows_added']:,}", f"{h['rows_removed']:,}", f"{h['rows']:,}"] for h in vs], title=name)
 
 
 @main.command()
 @click.argument("name")
 @click.argument("version")
-@click.option("-n", "--limit", default=10)
+@click.option("-n", "--limit", default=10, type=click.IntRange(min=0))
+@OUTPUT
 @click.pass_obj
-def checkout(obj: Ctx, name, version, limit):
+def checkout(obj: Ctx, name, version, limit, output):
     """Show a table as of a version or tag."""
-    t = obj.cat.load_table(name, version=_version(version))
+    t = obj.ro.load_table(name, version=_version(version))
+    data = t.to_arrow(limit=limit)
+    if output == "json":
+        return _print_json({"version": t.version, "rows": t.count_rows(), "head": data.to_pylist()})
     console.print(f"{name} @ version {t.version}: {t.count_rows():,} rows")
-    _show(t.to_arrow(limit=limit))
+    _show(data)
 
 
 @main.command()
@@ -258,18 +714,24 @@ def tag():
 @click.argument("version", type=int)
 @click.pass_obj
 def tag_create(obj: Ctx, name, tag_name, version):
+    """Tag a version of a table."""
     obj.cat.load_table(name).tags.create(tag_name, version)
     console.print(f"tagged version {version} of {name} as {tag_name}")
 
 
 @tag.command("list")
 @click.argument("name")
+@OUTPUT
 @click.pass_obj
-def tag_list(obj: Ctx, name):
-    rt = RichTable("tag", "version")
-    for k, v in obj.cat.load_table(name).tags.list().items():
-        rt.add_row(k, str(v["version"]))
-    console.print(rt)
+def tag_list(obj: Ctx, name, output):
+    """List the tags of a table."""
+    tags = obj.ro.load_table(name).tags.list()
+    if output == "json":
+        return _print_json([{"tag": k, "version": int(v["version"])} for k, v in tags.items()])
+    if not tags:
+        console.print(f"{name} has no tags")
+        return
+    _print_rows(["tag", "version"], [[k, v["version"]] for k, v in tags.items()])
 
 
 @tag.command("delete")
@@ -277,6 +739,7 @@ def tag_list(obj: Ctx, name):
 @click.argument("tag_name")
 @click.pass_obj
 def tag_delete(obj: Ctx, name, tag_name):
+    """Delete a tag."""
     obj.cat.load_table(name).tags.delete(tag_name)
     console.print(f"deleted tag {tag_name}")
 
@@ -300,12 +763,7 @@ def delete(obj: Ctx, name, where):
 @click.pass_obj
 def update(obj: Ctx, name, sets, where):
     """Update columns of the rows matching a predicate."""
-    values = {}
-    for s in sets:
-        if "=" not in s:
-            raise click.BadParameter(f"--set {s!r}: expected column=expression")
-        k, v = s.split("=", 1)
-        values[k.strip()] = v.strip()
+    values = {k.strip(): v.strip() for k, v in _props(sets, "--set").items()}
     t = obj.cat.load_table(name)
     t.update(values, where=where)
     console.print(f"{name}: updated (version {t.version})")
@@ -313,39 +771,86 @@ def update(obj: Ctx, name, sets, where):
 
 @main.command()
 @click.argument("name")
-@click.option("--target-rows", default=1024 * 1024, show_default=True)
+@click.option("--target-rows", default=1024 * 1024, show_default=True, type=click.IntRange(min=1))
+@OUTPUT
 @click.pass_obj
-def compact(obj: Ctx, name, target_rows):
+def compact(obj: Ctx, name, target_rows, output):
     """Merge small fragments and materialise deletions."""
     t = obj.cat.load_table(name)
+    before = len(t.fragments)
     with _with_progress("compacting", 1) as prog:
         task = prog.add_task("compact", total=1)
-        metrics = t.compact(target_rows_per_fragment=target_rows)
+        m = t.compact(target_rows_per_fragment=target_rows)
         prog.advance(task)
-    console.print(f"{name}: {metrics}")
+    t.refresh()
+    summary = {"table": name, "fragments_before": before, "fragments_after": len(t.fragments),
+               "fragments_removed": m.fragments_removed, "fragments_added": m.fragments_added,
+               "files_removed": m.files_removed, "files_added": m.files_added, "version": m.version}
+    if output == "json":
+        return _print_json(summary)
+    if not m.fragments_removed and not m.fragments_added:
+        console.print(f"{name}: nothing to compact ({before} fragment(s), version {t.version})")
+        return
+    console.print(f"{name}: compacted {m.fragments_removed} fragment(s) into {m.fragments_added} "
+                  f"({before} → {len(t.fragments)} fragments; {m.files_removed} file(s) replaced by "
+                  f"{m.files_added}); new version {m.version if m.version is not None else t.version}")
 
 
 @main.command()
 @click.argument("name")
 @click.option("--older-than", default="14d", show_default=True, help="e.g. 7d, 12h, 30m")
-@click.option("--dry-run", is_flag=True)
+@click.option("--dry-run", is_flag=True, help="say what would be removed, remove nothing")
+@OUTPUT
 @click.pass_obj
-def cleanup(obj: Ctx, name, older_than, dry_run):
+def cleanup(obj: Ctx, name, older_than, dry_run, output):
     """Remove old versions and the orphans of failed commits."""
+    age = _duration(older_than)
     t = obj.cat.load_table(name)
     with _with_progress("cleaning up", 1) as prog:
         task = prog.add_task("cleanup", total=1)
-        report = t.cleanup(older_than=_duration(older_than), dry_run=dry_run)
+        r = t.cleanup(older_than=age, dry_run=dry_run)
         prog.advance(task)
-    console.print(f"{name}: {report}")
+    orphans = r.orphans
+    summary = {"table": name, "dry_run": dry_run, "removed_versions": r.removed_versions,
+               "kept_versions": r.kept_versions, "removed_files": len(r.removed_files),
+               "bytes_removed": r.bytes_removed,
+               "orphans_removed": len(orphans.removed) if orphans else 0,
+               "orphan_bytes_removed": orphans.bytes_removed if orphans else 0}
+    if output == "json":
+        return _print_json(summary)
+    verb = "would remove" if dry_run else "removed"
+    vs = r.removed_versions
+    vtext = ("no versions" if not vs else
+             f"{len(vs)} version(s) ({_ranges(vs)})")
+    console.print(f"{name}: {verb} {vtext}, {len(r.removed_files)} file(s), {_human_bytes(r.bytes_removed)}; "
+                  f"kept {len(r.kept_versions)} version(s)")
+    if orphans is not None:
+        console.print(f"{name}: {verb} {len(orphans.removed)} orphaned file(s) of failed commits "
+                      f"({_human_bytes(orphans.bytes_removed)})")
+
+
+def _ranges(vs: list[int]) -> str:
+    vs = sorted(vs)
+    parts, start, prev = [], vs[0], vs[0]
+    for v in vs[1:] + [None]:
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        parts.append(str(start) if start == prev else f"{start}–{prev}")
+        if v is not None:
+            start = prev = v
+    return ", ".join(parts)
 
 
 def _duration(text: str) -> dt.timedelta:
     units = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
     try:
-        return dt.timedelta(**{units[text[-1]]: float(text[:-1])})
-    except (KeyError, ValueError, IndexError) as exc:
-        raise click.BadParameter(f"duration {text!r}: use a number followed by d, h, m or s") from exc
+        value = float(text[:-1])
+        if value < 0:
+            raise ValueError
+        return dt.timedelta(**{units[text[-1]]: value})
+    except (KeyError, ValueError, IndexError, OverflowError):
+        raise E.InvalidArgumentError(f"--older-than {text!r}: use a number followed by d, h, m or s (e.g. 7d)") from None
 
 
 @main.group()
@@ -356,17 +861,20 @@ def store():
 @store.command("check")
 @click.argument("url")
 @click.option("--storage-option", "-s", multiple=True, help="key=value for an s3:// location")
-def store_check(url, storage_option):
+@OUTPUT
+def store_check(url, storage_option, output):
     """Check a manifest store (reachable, schema; prints its store id) or an
     object-store location (its conditional put really refuses a second write).
     A manifest-store check creates no database or schema; it creates the
     store id if the store has none yet."""
-    opts = dict(s.split("=", 1) for s in storage_option)
+    opts = _props(storage_option, "--storage-option/-s")
     if url.startswith(("s3://", "s3a://", "file://", "/")) or "://" not in url:
         from tessera.stores.object_store import open_object_store
         from tessera.stores.probe import probe_conditional_put
 
         probe_conditional_put(open_object_store(url, opts))
+        if output == "json":
+            return _print_json({"url": url, "kind": "object store", "conditional_put": "ok"})
         console.print(f"[green]ok[/]: {url} refuses a second conditional write")
         return
     from tessera.stores.manifest_store import open_manifest_store
@@ -378,6 +886,8 @@ def store_check(url, storage_option):
         store_id = ms.store_id()  # created here if the store has none yet: this is its first use
     finally:
         ms.close()
+    if output == "json":
+        return _print_json({"url": ms.identity(), "kind": "manifest store", "schema": "ok", "store_id": str(store_id)})
     console.print(f"[green]ok[/]: {ms.identity()} is reachable and its schema is current")
     console.print(f"schema: ok\nstore id: {store_id}")
 
@@ -396,7 +906,8 @@ def _refuse_missing_sqlite(url: str) -> None:
     if not os.path.exists(path):
         raise StoreSchemaError(
             f"nothing is there: no SQLite database at {os.path.abspath(path)} (nothing was created); "
-            f"create the store with `python deploy/provision_sql.py {url}`, or open it with create=True"
+            f"create the store with `python deploy/provision_sql.py {url}`, or create it by using it as "
+            "a table's --commit-store"
         )
 
 

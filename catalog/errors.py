@@ -150,3 +150,8 @@ class CleanupError(TesseraError):
 class CatalogConfigError(TesseraError, LookupError):
     """A catalog named in ``connect(name)`` that no config file or environment
     variable defines, or a config file that cannot be read."""
+
+
+class NoCatalogError(CatalogConnectionError, FileNotFoundError):
+    """``connect(create=False)`` found no catalog database (or one without the
+    catalog's tables) where it looked; nothing was created."""
