@@ -195,7 +195,11 @@ class Scan:
         return pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
     def reader(self) -> pa.RecordBatchReader:
-        return pa.RecordBatchReader.from_batches(self.schema, self.batches())
+        """The batches as a RecordBatchReader; it reads a batch only when asked,
+        and is closed at interpreter exit if still open (see ``arrow_dataset``)."""
+        from .arrow_dataset import BatchStream
+
+        return BatchStream(self).to_reader()
 
     def to_table(self) -> pa.Table:
         return pa.Table.from_batches(list(self.batches()), schema=self.schema)

@@ -426,6 +426,46 @@ class Table:
 
         return TesseraDataset(self)
 
+    def __arrow_c_stream__(self, requested_schema=None):
+        """This version's rows, every column, as an Arrow C stream (a PyCapsule),
+        so Arrow consumers (``duckdb.sql("... from t")``, ``pa.table(t)``, Polars)
+        read the table directly; a batch is read only when the consumer asks.
+        ``requested_schema`` (a schema capsule) casts the columns."""
+        from .arrow_dataset import BatchStream
+
+        stream = BatchStream(self.scanner())
+        try:
+            return stream.to_reader().__arrow_c_stream__(requested_schema)
+        except (TypeError, ValueError, pa.ArrowException) as e:
+            stream.close()
+            raise InvalidArgumentError(f"cannot stream {self.uri} as the requested schema: {e}") from None
+
+    def to_duckdb(self, name: str | None = None, connection=None):
+        """A DuckDB relation over this version (the :meth:`to_dataset` view:
+        DuckDB pushes projections and filters into Tessera).  With ``name`` the
+        view is also registered under that name for SQL on ``connection``
+        (DuckDB's default connection when not given)."""
+        import duckdb
+
+        if connection is None:
+            default = duckdb.default_connection
+            connection = default() if callable(default) else default
+        elif not isinstance(connection, duckdb.DuckDBPyConnection):
+            raise InvalidArgumentError(f"connection must be a duckdb connection, not {type(connection).__name__}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise InvalidArgumentError(f"name must be a non-empty string, got {name!r}")
+        ds = self.to_dataset()
+        if name is None:
+            return connection.from_arrow(ds)
+        connection.register(name, ds)
+        return connection.view(name)
+
+    def head(self, n: int = 5, columns: Sequence[str] | None = None, filter=None) -> pa.Table:
+        """The first ``n`` rows (of those matching ``filter``)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise InvalidArgumentError(f"head needs a non-negative row count, got {n!r}")
+        return self.to_arrow(columns, filter, limit=int(n))
+
     def count_rows(self, filter=None) -> int:
         if filter is None:
             return sum(fragment_live_rows(f) for f in self.manifest.fragments)
