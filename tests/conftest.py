@@ -52,9 +52,6 @@ moto_server, mysql_url, postgres_url, redis_url = (
 def _shared_services_keep_nothing(tmp_path_factory):
     """Tests clean up after themselves; this sweeps what a failed or
     interrupted test left in the shared PostgreSQL, MariaDB and Redis."""
-    import datetime as dt
-
-    since = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(seconds=5)  # naive UTC
     basetemp = str(tmp_path_factory.getbasetemp())
     yield
-    services.forget_session_leftovers(basetemp, since)
+    services.forget_session_leftovers(basetemp)

@@ -44,6 +44,9 @@ def free_port() -> int:
 
 _DYNAMO_LOCK = __import__("threading").Lock()
 
+#: buckets this session created on moto (their manifest-store rows are swept at the end)
+CREATED_BUCKETS: list[str] = []
+
 
 def _serialize_moto_dynamodb() -> None:
     """moto's DynamoDB is not safe under concurrent requests (a cancelled
@@ -110,6 +113,7 @@ class MotoServer:
     def new_bucket(self) -> str:
         name = f"tessera-{uuid.uuid4().hex[:12]}"
         self.client("s3").create_bucket(Bucket=name)
+        CREATED_BUCKETS.append(name)
         return name
 
     def stop(self) -> None:
@@ -197,17 +201,18 @@ def fresh_database(url: str):
     return new_url, drop
 
 
-def forget_session_leftovers(basetemp: str, since) -> dict[str, int]:
+def forget_session_leftovers(basetemp: str) -> dict[str, int]:
     """Remove what this test session left in the shared services: manifest
-    rows of tables under ``basetemp`` (and of moto buckets, which live only as
-    long as the session) created since ``since``, catalog rows of tables under
-    ``basetemp``, namespaces created since ``since`` that hold no table, and
-    Redis keys naming ``basetemp``.  Best effort: a service that is down is
-    skipped (its own tests already failed or skipped)."""
+    rows of tables under ``basetemp`` or in the moto buckets it created,
+    catalog rows of tables under ``basetemp`` and the namespaces that held
+    them once empty, and Redis keys naming ``basetemp``.  Only this session's
+    own objects are touched (another session may be running).  Best effort:
+    a service that is down is skipped."""
     import sqlalchemy as sa
 
     removed: dict[str, int] = {}
     prefix = "file://" + basetemp.rstrip("/") + "/%"
+    uri_prefix = basetemp.rstrip("/") + "/%"
     for name, url in (("postgres", POSTGRES_URL), ("mysql", MYSQL_URL)):
         try:
             engine = sa.create_engine(url, connect_args={"connect_timeout": 3})
@@ -215,16 +220,17 @@ def forget_session_leftovers(basetemp: str, since) -> dict[str, int]:
                 insp = sa.inspect(c)
                 n = 0
                 if insp.has_table("tessera_manifest_versions"):
-                    n += c.execute(sa.text(
-                        "DELETE FROM tessera_manifest_versions WHERE table_key LIKE :p "
-                        "OR (table_key LIKE 's3://tessera-%' AND created_at >= :t)"), {"p": prefix, "t": since}).rowcount
+                    for pattern in [prefix] + [f"s3://{b}/%" for b in CREATED_BUCKETS]:
+                        n += c.execute(sa.text("DELETE FROM tessera_manifest_versions WHERE table_key LIKE :p"),
+                                       {"p": pattern}).rowcount
                 if insp.has_table("tessera_tables"):
-                    n += c.execute(sa.text("DELETE FROM tessera_tables WHERE uri LIKE :p"),
-                                   {"p": basetemp.rstrip("/") + "/%"}).rowcount
-                if insp.has_table("tessera_namespaces"):
-                    n += c.execute(sa.text(
-                        "DELETE FROM tessera_namespaces WHERE created_at >= :t AND name NOT IN "
-                        "(SELECT namespace FROM tessera_tables)"), {"t": since}).rowcount
+                    spaces = [r[0] for r in c.execute(sa.text(
+                        "SELECT DISTINCT namespace FROM tessera_tables WHERE uri LIKE :p"), {"p": uri_prefix})]
+                    n += c.execute(sa.text("DELETE FROM tessera_tables WHERE uri LIKE :p"), {"p": uri_prefix}).rowcount
+                    for ns in spaces:
+                        n += c.execute(sa.text(
+                            "DELETE FROM tessera_namespaces WHERE name = :n AND name NOT IN "
+                            "(SELECT namespace FROM tessera_tables)"), {"n": ns}).rowcount
             engine.dispose()
             removed[name] = n
         except Exception:  # noqa: BLE001 - best effort
