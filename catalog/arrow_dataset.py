@@ -61,7 +61,7 @@ class UnsupportedDatasetOperationError(TesseraError, NotImplementedError):
 
 _open_streams: "weakref.WeakSet[BatchStream]" = weakref.WeakSet()
 _open_lock = threading.Lock()
-#: every thread that has pulled a stream (thread idents; a small set: thread pools)
+#: every thread that has made or pulled a stream (thread idents; a small set: thread pools)
 _pullers: set[int] = set()
 
 
@@ -84,6 +84,7 @@ class BatchStream:
         self._puller: int | None = None
         self._pulled_at = 0.0
         self._end_seen = False
+        _pullers.add(threading.get_ident())  # the maker pulls next, as a rule
         with _open_lock:
             _open_streams.add(self)
 
@@ -164,7 +165,7 @@ def open_stream_count() -> int:
 #: at exit, the longest wait for other threads to stop running Tessera's
 #: streams, and how recent a foreign thread's last pull must be to count as busy
 EXIT_WAIT = 5.0
-EXIT_QUIET = 0.05
+EXIT_QUIET = 0.2
 
 
 def _foreign_pullers_in_python(me: int) -> list[int]:
