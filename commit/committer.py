@@ -114,15 +114,7 @@ def commit_transaction(
             pass
         result.append(mf.ManifestFile(manifest, txn, index, scheme, fingerprint(data)))
 
-    try:
-        for try_ in policy.retrying(_VersionTaken, deadline):
-            with try_:
-                attempt()
-    except RetryError as exc:
-        raise TooMuchContentionError(
-            f"gave up committing {op} to {store.uri} after {exc.last_attempt.attempt_number} attempts: "
-            "other writers kept winning; try again later or reduce the number of concurrent writers"
-        ) from None
+    _retry(policy, _VersionTaken, deadline, attempt, f"committing {op} to {store.uri}")
     log.debug("committed %s as version %d of %s", op, result[0].version, store.uri)
     return result[0]
 
@@ -171,16 +163,24 @@ def commit_operation(
             state["base"] = handler.load(store)
             raise
 
+    _retry(policy, CommitConflictError, deadline, attempt, f"re-running an operation on {store.uri}")
+    return out[0]
+
+
+def _retry(policy: RetryPolicy, exc_type: type[BaseException], deadline: float, attempt: Callable[[], None],
+           what: str) -> None:
+    """Run ``attempt`` until it stops raising ``exc_type``, within the policy;
+    TooMuchContentionError when the attempts or the time run out."""
     try:
-        for try_ in policy.retrying(CommitConflictError, deadline):
+        for try_ in policy.retrying(exc_type, deadline):
             with try_:
                 attempt()
     except RetryError as exc:
         raise TooMuchContentionError(
-            f"{store.uri}: gave up after {exc.last_attempt.attempt_number} conflicting attempts "
-            f"({time.monotonic() - deadline + policy.max_seconds:.1f} s); try again later"
+            f"gave up {what} after {exc.last_attempt.attempt_number} attempts "
+            f"({time.monotonic() - deadline + policy.max_seconds:.1f} s): other writers kept winning; "
+            "try again later or reduce the number of concurrent writers"
         ) from None
-    return out[0]
 
 
 def _rebase(store: ObjectStore, handler: CommitHandler, txn: transaction_pb2.Transaction,
