@@ -23,8 +23,8 @@ from pyspark.sql import types as T  # noqa: E402
 
 from tessera.catalog import spark as tspark  # noqa: E402
 from tessera.catalog.errors import SchemaMismatchError, SparkOptionError, UnsupportedSparkTypeError  # noqa: E402
-from tessera.catalog.spark_stats import StatsCollector, translate  # noqa: E402
-from tessera.catalog.spark_types import (  # noqa: E402
+from tessera.catalog.spark.stats import StatsCollector, translate  # noqa: E402
+from tessera.catalog.spark.types import (  # noqa: E402
     arrow_schema_for,
     check_append_columns,
     conform_batch,
@@ -194,7 +194,7 @@ def _frag(rows: int, size: int, deleted: int = 0):
 
 
 def test_read_partitions_keep_every_core_busy_with_few_tasks():
-    from tessera.catalog.spark_read import PartitionSizing, plan_partitions
+    from tessera.catalog.spark.read import PartitionSizing, plan_partitions
 
     MB = 1 << 20
     # Spark's bench table: 4 tasks wrote a 1M-row and a 250k-row file each
@@ -353,7 +353,7 @@ def test_writer_tasks_commit_and_abort_in_process(tmp_path):
     import os
 
     from tessera.catalog import Table
-    from tessera.catalog.spark_write import plan_write
+    from tessera.catalog.spark.write import plan_write
 
     loc = tspark.TableLocation(str(tmp_path / "t"))
     schema = T.StructType([T.StructField("id", T.LongType(), False), T.StructField("s", T.StringType())])
@@ -394,7 +394,7 @@ def test_writer_tasks_commit_and_abort_in_process(tmp_path):
 
 def test_commit_retry_options_set_the_drivers_policy(tmp_path):
     from tessera.catalog import errors as E
-    from tessera.catalog.spark_write import plan_write
+    from tessera.catalog.spark.write import plan_write
     from tessera.commit.retry import RetryPolicy
 
     loc = tspark.TableLocation(str(tmp_path / "t"))

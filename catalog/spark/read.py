@@ -5,9 +5,9 @@ latest, or the ``version``/``tag`` option — and everything after reads that
 version.  With pushdown on (:class:`TesseraFilteringReader`),
 ``pushFilters`` keeps the filters it can apply exactly and hands the rest
 back; ``partitions()`` then prunes fragments with the per-file statistics
-(:mod:`catalog.spark_stats`).  The data source refuses pushdown on PySpark
+(:mod:`tessera.catalog.spark.stats`).  The data source refuses pushdown on PySpark
 versions that reuse a pushed plan for other queries of the same DataFrame
-(all so far: see :func:`catalog.spark.pushdown_refusal`), so this reader is
+(all so far: see :func:`tessera.catalog.spark.pushdown_refusal`), so this reader is
 only reached by tests and by a Spark where pushdown is known to be safe.  ``partitions()`` cuts the rest into as few
 tasks as keep every core busy (:func:`plan_partitions`: several small
 fragments per task, large fragments split by row range), and ``read()``
@@ -40,11 +40,11 @@ from tessera.format import schema as lschema
 from tessera.format.protos import file_pb2, table_pb2
 from tessera.stores.object_store import open_object_store
 
-from .errors import UnknownColumnError
-from .fragments import FragmentReader
-from .scan import mask_of
-from .spark_stats import Pushed, prune, translate
-from .spark_types import spark_arrow_schema, to_spark_batch
+from tessera.catalog.errors import UnknownColumnError
+from tessera.catalog.fragments import FragmentReader
+from tessera.catalog.scan import mask_of
+from .stats import Pushed, prune, translate
+from .types import spark_arrow_schema, to_spark_batch
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The write half of the ``tessera`` Spark data source.
 
-Where things run (see docs of :mod:`catalog.spark`):
+Where things run (see docs of :mod:`tessera.catalog.spark`):
 
 * :func:`plan_write` runs in a planning worker when Spark calls
   ``DataSource.writer()``.  It opens the table once, records the version the
@@ -43,11 +43,11 @@ from tessera.format.container import DATAFILE_VERSIONS, normalize_version
 from tessera.format.protos import file_pb2, table_pb2
 from tessera.stores.object_store import ObjectStore, open_object_store
 
-from .errors import SparkOptionError, SparkWriteError
-from .fragments import DATA_DIR, data_file_entry
-from .spark_stats import STATS_KEY, StatsCollector
-from .spark_types import arrow_schema_for, check_append_columns, conform_batch
-from .table import make_handler
+from tessera.catalog.errors import SparkOptionError, SparkWriteError
+from tessera.catalog.fragments import DATA_DIR, data_file_entry
+from .stats import STATS_KEY, StatsCollector
+from .types import arrow_schema_for, check_append_columns, conform_batch
+from tessera.catalog.table import make_handler
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class WritePlan:
 
 def plan_write(location, spark_schema, overwrite: bool, options) -> "TesseraWriter":
     """Open the table (if any) and fix the base version and the schema to write."""
-    from .table import Table
+    from tessera.catalog.table import Table
 
     try:
         table = Table.open(location.uri, commit_store=location.commit_store,

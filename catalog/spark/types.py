@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .errors import SchemaMismatchError, UnsupportedSparkTypeError
+from tessera.catalog.errors import SchemaMismatchError, UnsupportedSparkTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.types import DataType, StructType
@@ -187,6 +187,6 @@ def check_append_columns(schema: "StructType", table: pa.Schema) -> None:
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``batch`` with the columns of ``schema`` (matched by name, in its order,
     cast safely to its types): Spark's Arrow batches -> the table's schema."""
-    from .fragments import conform_batch as conform
+    from tessera.catalog.fragments import conform_batch as conform
 
     return conform(batch, schema, allow_extra=True)

@@ -48,7 +48,7 @@ Where the code runs: ``DataSource`` methods run in short-lived *planning*
 Python workers that the driver JVM starts — not in the user's process — so all
 state they share with tasks and with the commit is pickled plain data (URIs,
 options, version numbers, serialized protobufs).  See
-:mod:`catalog.spark_write` and :mod:`catalog.spark_read`.
+:mod:`tessera.catalog.spark.write` and :mod:`tessera.catalog.spark.read`.
 
 Snapshots: each query resolves the latest version (or the one asked for) when
 Spark plans it — but PySpark keeps the read plan (pickled read function and
@@ -95,7 +95,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - pyspark is an optional dependency
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
-from .errors import SparkOptionError, UnknownColumnError
+from tessera.catalog.errors import SparkOptionError, UnknownColumnError
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ class TesseraDataSource(DataSource):
 
     def _open(self):
         """The table at the version the options ask for (latest by default)."""
-        from .table import Table
+        from tessera.catalog.table import Table
 
         loc = self.location
         version = _int_option(self.options, "version", None)
@@ -291,7 +291,7 @@ class TesseraDataSource(DataSource):
     def schema(self):
         from pyspark.sql.types import StructType
 
-        from .spark_types import spark_schema_of
+        from .types import spark_schema_of
 
         self._pushdown()  # an option refused fails at load(), not at the first query
         table = self._open()
@@ -301,7 +301,7 @@ class TesseraDataSource(DataSource):
     def reader(self, schema):
         from tessera.format import schema as lschema
 
-        from .spark_read import (DEFAULT_MAX_PARTITION_BYTES, DEFAULT_READ_BATCH_ROWS, PartitionSizing, ReadPlan,
+        from .read import (DEFAULT_MAX_PARTITION_BYTES, DEFAULT_READ_BATCH_ROWS, PartitionSizing, ReadPlan,
                                  TesseraFilteringReader, TesseraReader)
 
         pushdown = self._pushdown()
@@ -327,7 +327,7 @@ class TesseraDataSource(DataSource):
         return cls(plan, schema, [f.SerializeToString() for f in table.fragments])
 
     def writer(self, schema, overwrite: bool):
-        from .spark_write import plan_write
+        from .write import plan_write
 
         if self.options.get("version") or self.options.get("tag"):
             raise SparkOptionError("options version and tag are for reads; writes always go to the latest version")

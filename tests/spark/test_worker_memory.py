@@ -1,4 +1,4 @@
-"""catalog.worker_memory: Spark task workers keep freed memory for reuse."""
+"""tessera.catalog.spark.worker_memory: Spark task workers keep freed memory for reuse."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PROBE = r"""
 import json, resource, sys
 import numpy as np
-from tessera.catalog.worker_memory import keep_freed_memory
+from tessera.catalog.spark.worker_memory import keep_freed_memory
 on = keep_freed_memory()
 for i in range(40):
     if i == 10:
