@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import weakref
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -47,10 +47,16 @@ from .errors import InvalidArgumentError, TesseraError
 
 #: keyword arguments of ``pyarrow.dataset.Dataset.scanner`` that tune Arrow's
 #: own scanning (threads, read-ahead, memory); a Tessera scan has no use for them
-_ARROW_SCAN_OPTIONS = frozenset({
-    "batch_readahead", "fragment_readahead", "fragment_scan_options", "use_threads",
-    "cache_metadata", "memory_pool",
-})
+_ARROW_SCAN_OPTIONS = frozenset(
+    {
+        "batch_readahead",
+        "fragment_readahead",
+        "fragment_scan_options",
+        "use_threads",
+        "cache_metadata",
+        "memory_pool",
+    }
+)
 
 
 class UnsupportedDatasetOperationError(TesseraError, NotImplementedError):
@@ -59,7 +65,7 @@ class UnsupportedDatasetOperationError(TesseraError, NotImplementedError):
 
 # -- streams ---------------------------------------------------------------------------
 
-_open_streams: "weakref.WeakSet[BatchStream]" = weakref.WeakSet()
+_open_streams: weakref.WeakSet[BatchStream] = weakref.WeakSet()
 _open_lock = threading.Lock()
 #: every thread that has made or pulled a stream (thread idents; a small set: thread pools)
 _pullers: set[int] = set()
@@ -88,7 +94,7 @@ class BatchStream:
         with _open_lock:
             _open_streams.add(self)
 
-    def __iter__(self) -> "BatchStream":
+    def __iter__(self) -> BatchStream:
         return self
 
     def __next__(self) -> pa.RecordBatch:
@@ -139,7 +145,7 @@ class BatchStream:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> "BatchStream":
+    def __enter__(self) -> BatchStream:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -205,8 +211,9 @@ def close_open_streams() -> None:
     deadline = time.monotonic() + EXIT_WAIT
     while time.monotonic() < deadline:
         now = time.monotonic()
-        pulling = [s for s in streams if s._puller not in (None, me) and not s._end_seen
-                   and now - s._pulled_at < EXIT_QUIET]
+        pulling = [
+            s for s in streams if s._puller not in (None, me) and not s._end_seen and now - s._pulled_at < EXIT_QUIET
+        ]
         if not pulling and not _foreign_pullers_in_python(me):
             break
         time.sleep(0.002)  # lets them run
@@ -275,15 +282,16 @@ class TesseraScanner:
     Tessera scan with this projection and filter; the dataset's ``last_scan``
     is the latest pass's scan (its ``stats`` say what it read)."""
 
-    def __init__(self, dataset: "TesseraDataset", columns, filter, batch_size) -> None:
+    def __init__(self, dataset: TesseraDataset, columns, filter, batch_size) -> None:
         self._dataset = dataset
         self._columns, self._filter, self._batch_size = columns, filter, batch_size
         self._first = self._new_scan()  # checks the arguments now, not on the first batch
         self._schema = self._first.schema
 
     def _new_scan(self, limit: int | None = None):
-        scan = self._dataset._table.scanner(columns=self._columns, filter=self._filter, limit=limit,
-                                            batch_size=self._batch_size)
+        scan = self._dataset._table.scanner(
+            columns=self._columns, filter=self._filter, limit=limit, batch_size=self._batch_size
+        )
         self._dataset.last_scan = scan
         return scan
 
@@ -377,8 +385,9 @@ class TesseraDataset(pads.Dataset):
     def scanner(self, columns=None, filter=None, batch_size=None, **options) -> TesseraScanner:
         _check_options(options)
         _check_filter(filter)
-        return TesseraScanner(self, _check_columns(columns), _and(self._filter, filter, self.schema),
-                              _check_batch_size(batch_size))
+        return TesseraScanner(
+            self, _check_columns(columns), _and(self._filter, filter, self.schema), _check_batch_size(batch_size)
+        )
 
     def to_table(self, columns=None, filter=None, **kw) -> pa.Table:
         return self.scanner(columns=columns, filter=filter, **kw).to_table()
@@ -399,7 +408,7 @@ class TesseraDataset(pads.Dataset):
             return self._table.take(idx.to_numpy(), _check_columns(columns))
         return self.scanner(columns=columns, filter=filter, **kw).take(indices)
 
-    def filter(self, expression) -> "TesseraDataset":
+    def filter(self, expression) -> TesseraDataset:
         """A view of the rows where ``expression`` (and this view's filter) holds."""
         if expression is None:
             raise InvalidArgumentError("filter needs an expression")

@@ -48,7 +48,7 @@ DEFAULT_CONFIG = os.path.join(os.path.expanduser("~"), ".config", "tessera", "co
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def split_name(ident: str | tuple | list, what: str = "table") -> tuple[str, ...]:
@@ -102,7 +102,7 @@ def _env_config(name: str) -> dict[str, Any]:
     for key, value in os.environ.items():
         if not key.startswith(prefix):
             continue
-        parts = [p.lower() for p in key[len(prefix):].split("__") if p]
+        parts = [p.lower() for p in key[len(prefix) :].split("__") if p]
         if not parts:
             continue
         if len(parts) == 1 and parts[0] in _TOP_KEYS:
@@ -150,9 +150,16 @@ def _load_config(name: str | None) -> dict[str, Any]:
     return cfg
 
 
-def connect(name_or_uri: str | None = None, warehouse: str | None = None, *, name: str | None = None,
-            uri: str | None = None, storage_options: dict | None = None, create: bool = True,
-            **options) -> "Catalog":
+def connect(
+    name_or_uri: str | None = None,
+    warehouse: str | None = None,
+    *,
+    name: str | None = None,
+    uri: str | None = None,
+    storage_options: dict | None = None,
+    create: bool = True,
+    **options,
+) -> Catalog:
     """Open a catalog.
 
     ``connect("prod")`` loads the catalog named ``prod`` from the config file
@@ -185,12 +192,12 @@ def connect(name_or_uri: str | None = None, warehouse: str | None = None, *, nam
     if uri is None:
         if "://" in warehouse and not warehouse.startswith("file://"):
             raise InvalidArgumentError("an object-store warehouse needs a catalog database URL (uri=...)")
-        root = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
+        root = warehouse[len("file://") :] if warehouse.startswith("file://") else warehouse
         if create:
             _check_local_warehouse(root)
         uri = f"sqlite:///{os.path.join(os.path.abspath(root), 'catalog.db')}"
     elif create and ("://" not in warehouse or warehouse.startswith("file://")):
-        _check_local_warehouse(warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse)
+        _check_local_warehouse(warehouse[len("file://") :] if warehouse.startswith("file://") else warehouse)
     return Catalog(uri, warehouse, storage_options=storage_options, create=create, **options)
 
 
@@ -208,9 +215,17 @@ def _check_local_warehouse(root: str) -> None:
 class Catalog:
     """Namespaces and tables, recorded in SQL."""
 
-    def __init__(self, uri: str, warehouse: str, *, storage_options: dict | None = None,
-                 default_file_version: str = "2.2", retry=None, properties: dict | None = None,
-                 create: bool = True) -> None:
+    def __init__(
+        self,
+        uri: str,
+        warehouse: str,
+        *,
+        storage_options: dict | None = None,
+        default_file_version: str = "2.2",
+        retry=None,
+        properties: dict | None = None,
+        create: bool = True,
+    ) -> None:
         """``retry`` (a :class:`commit.retry.RetryPolicy`) or the ``properties``
         ``commit.retry.max-attempts``, ``commit.retry.max-seconds``,
         ``commit.retry.base-delay``, ``commit.retry.max-delay`` and
@@ -253,7 +268,7 @@ class Catalog:
         if self._manifest_store is not None:
             self._manifest_store.close()
 
-    def __enter__(self) -> "Catalog":
+    def __enter__(self) -> Catalog:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -303,7 +318,7 @@ class Catalog:
         if parent is None:
             return [n for n in names if "." not in n]
         prefix = ".".join(split_name(parent, "namespace")) + "."
-        return [n for n in names if n.startswith(prefix) and "." not in n[len(prefix):]]
+        return [n for n in names if n.startswith(prefix) and "." not in n[len(prefix) :]]
 
     def namespace_exists(self, name: str) -> bool:
         with self._session() as s:
@@ -335,7 +350,9 @@ class Catalog:
         ns = ".".join(split_name(name, "namespace"))
         with self._session() as s, s.begin():
             row = self._namespace(s, ns)
-            tables = s.execute(sa.select(sa.func.count()).select_from(TableRow).where(TableRow.namespace == ns)).scalar()
+            tables = s.execute(
+                sa.select(sa.func.count()).select_from(TableRow).where(TableRow.namespace == ns)
+            ).scalar()
             children = s.execute(
                 sa.select(sa.func.count()).select_from(NamespaceRow).where(NamespaceRow.name.like(ns + ".%"))
             ).scalar()
@@ -375,9 +392,17 @@ class Catalog:
             log.info("%s: no trustworthy conditional put (%s); commits go through the catalog database", location, exc)
             return "catalog"
 
-    def create_table(self, ident, data_or_schema, *, file_version: str | None = None, commit_store: str | None = None,
-                     properties: dict | None = None, location: str | None = None,
-                     stable_row_ids: bool = False) -> Table:
+    def create_table(
+        self,
+        ident,
+        data_or_schema,
+        *,
+        file_version: str | None = None,
+        commit_store: str | None = None,
+        properties: dict | None = None,
+        location: str | None = None,
+        stable_row_ids: bool = False,
+    ) -> Table:
         """Create a table from data or a pyarrow schema.
 
         ``commit_store``: "auto" (default: native when the object store has a
@@ -393,14 +418,28 @@ class Catalog:
                 self._namespace(s, ns)
                 if s.get(TableRow, (ns, name)) is not None:
                     raise TableExistsError(f"table {ns}.{name} already exists")
-                s.add(TableRow(namespace=ns, name=name, uri=location, commit_store=chosen,
-                               properties=json.dumps(properties or {}), created_at=_now()))
+                s.add(
+                    TableRow(
+                        namespace=ns,
+                        name=name,
+                        uri=location,
+                        commit_store=chosen,
+                        properties=json.dumps(properties or {}),
+                        created_at=_now(),
+                    )
+                )
         except IntegrityError as exc:
             raise TableExistsError(f"table {ns}.{name} already exists") from exc
         try:
-            return Table.create(location, data_or_schema, file_version=file_version or self.default_file_version,
-                                commit_store=self._commit_store_for(chosen), storage_options=self.storage_options,
-                                stable_row_ids=stable_row_ids, retry=self.retry)
+            return Table.create(
+                location,
+                data_or_schema,
+                file_version=file_version or self.default_file_version,
+                commit_store=self._commit_store_for(chosen),
+                storage_options=self.storage_options,
+                stable_row_ids=stable_row_ids,
+                retry=self.retry,
+            )
         except BaseException:
             with self._session() as s, s.begin():
                 row = s.get(TableRow, (ns, name))
@@ -419,8 +458,13 @@ class Catalog:
         with self._session() as s:
             row = self._row(s, ident)
             uri, store = row.uri, row.commit_store
-        return Table.open(uri, version=version, commit_store=self._commit_store_for(store),
-                          storage_options=self.storage_options, retry=self.retry)
+        return Table.open(
+            uri,
+            version=version,
+            commit_store=self._commit_store_for(store),
+            storage_options=self.storage_options,
+            retry=self.retry,
+        )
 
     def table_exists(self, ident) -> bool:
         try:
@@ -445,8 +489,16 @@ class Catalog:
             self._namespace(s, new_ns)
             if s.get(TableRow, (new_ns, new_name)) is not None:
                 raise TableExistsError(f"table {new_ns}.{new_name} already exists")
-            s.add(TableRow(namespace=new_ns, name=new_name, uri=row.uri, commit_store=row.commit_store,
-                           properties=row.properties, created_at=row.created_at))
+            s.add(
+                TableRow(
+                    namespace=new_ns,
+                    name=new_name,
+                    uri=row.uri,
+                    commit_store=row.commit_store,
+                    properties=row.properties,
+                    created_at=row.created_at,
+                )
+            )
             s.delete(row)
 
     def drop_table(self, ident, *, purge: bool = False) -> None:
@@ -483,8 +535,13 @@ class Catalog:
     def table_info(self, ident) -> dict:
         with self._session() as s:
             row = self._row(s, ident)
-            return {"name": f"{row.namespace}.{row.name}", "uri": row.uri, "commit_store": _safe(row.commit_store),
-                    "properties": json.loads(row.properties), "created_at": row.created_at}
+            return {
+                "name": f"{row.namespace}.{row.name}",
+                "uri": row.uri,
+                "commit_store": _safe(row.commit_store),
+                "properties": json.loads(row.properties),
+                "created_at": row.created_at,
+            }
 
     def transaction(self):
         """A multi-table transaction (see ``catalog.transaction``)."""

@@ -23,8 +23,15 @@ from . import errors as E
 console = Console()
 err_console = Console(stderr=True)
 
-OUTPUT = click.option("--output", "-o", "output", type=click.Choice(["table", "json"]), default="table",
-                      show_default=True, help="table (for people) or json (for programs)")
+OUTPUT = click.option(
+    "--output",
+    "-o",
+    "output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table (for people) or json (for programs)",
+)
 SCAN_DEFAULT_LIMIT = 20
 MIN_CELL = 8  # a column is never squeezed below this many characters (or its content, if shorter)
 MAX_CELL = 40  # nor widened beyond this
@@ -70,6 +77,7 @@ class Ctx:
 
 
 # -- output -----------------------------------------------------------------------------
+
 
 def _cell(v) -> str:
     """A value as one line of text; never empty (None is ∅, "" is \"\")."""
@@ -132,8 +140,13 @@ def _middle(text: str, width: int) -> str:
     return set_cell_size(text, head) + "…" + set_cell_size(end, tail)[::-1]
 
 
-def _print_rows(headers: list[str], rows: list[list], title: str | None = None, note: str | None = None,
-                hint: str = "use --output json") -> None:
+def _print_rows(
+    headers: list[str],
+    rows: list[list],
+    title: str | None = None,
+    note: str | None = None,
+    hint: str = "use --output json",
+) -> None:
     """A table that fits the terminal: long cells end in an ellipsis, columns
     that do not fit are left out (and counted), no cell is ever blank."""
     from rich.text import Text
@@ -156,8 +169,10 @@ def _print_rows(headers: list[str], rows: list[list], title: str | None = None, 
     console.print(rt)
     if k < len(heads):
         more = len(heads) - k
-        console.print(f"… {more} more column{'s' if more > 1 else ''} not shown "
-                      f"({', '.join(heads[k:k + 3])}{', …' if more > 3 else ''}); {hint}")
+        console.print(
+            f"… {more} more column{'s' if more > 1 else ''} not shown "
+            f"({', '.join(heads[k : k + 3])}{', …' if more > 3 else ''}); {hint}"
+        )
     if note:
         console.print(note)
 
@@ -177,8 +192,13 @@ def _print_json(obj) -> None:
 
 
 def _show(table: pa.Table, title: str | None = None, note: str | None = None) -> None:
-    _print_rows(table.column_names, [list(r.values()) for r in table.to_pylist()], title=title, note=note,
-                hint="choose columns with --columns, or use --output json")
+    _print_rows(
+        table.column_names,
+        [list(r.values()) for r in table.to_pylist()],
+        title=title,
+        note=note,
+        hint="choose columns with --columns, or use --output json",
+    )
 
 
 def _props(pairs: tuple[str, ...], option: str = "--property/-p") -> dict:
@@ -199,16 +219,26 @@ def _read_files(paths: tuple[str, ...]) -> pa.Table:
     tables = []
     for p in paths:
         ext = os.path.splitext(p)[1].lower()
-        kind = {".parquet": "Parquet", ".pq": "Parquet", ".csv": "CSV", ".tsv": "TSV", ".arrow": "Arrow",
-                ".feather": "Arrow", ".ipc": "Arrow"}.get(ext)
+        kind = {
+            ".parquet": "Parquet",
+            ".pq": "Parquet",
+            ".csv": "CSV",
+            ".tsv": "TSV",
+            ".arrow": "Arrow",
+            ".feather": "Arrow",
+            ".ipc": "Arrow",
+        }.get(ext)
         if kind is None:
             raise E.InvalidArgumentError(
-                f"{p}: unknown file type {ext or '(no suffix)'!r}; use .parquet, .csv, .tsv or .arrow/.feather files")
+                f"{p}: unknown file type {ext or '(no suffix)'!r}; use .parquet, .csv, .tsv or .arrow/.feather files"
+            )
         try:
             if kind == "Parquet":
                 tables.append(pq.read_table(p))
             elif kind in ("CSV", "TSV"):
-                tables.append(pcsv.read_csv(p, parse_options=pcsv.ParseOptions(delimiter="\t" if kind == "TSV" else ",")))
+                tables.append(
+                    pcsv.read_csv(p, parse_options=pcsv.ParseOptions(delimiter="\t" if kind == "TSV" else ","))
+                )
             else:
                 tables.append(feather.read_table(p))
         except (pa.ArrowException, OSError, ValueError) as exc:
@@ -223,19 +253,32 @@ def _read_files(paths: tuple[str, ...]) -> pa.Table:
 
 
 def _with_progress(label: str, total: int):
-    return Progress(TextColumn(label), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                    console=err_console, transient=True)
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
 
 
 # API wording -> CLI wording in error messages
 _CLI_WORDS = [
     ("create it with create_namespace", "create it with `tessera namespace create`"),
-    ("connect() needs a warehouse (argument, TESSERA_WAREHOUSE or config file)",
-     "no warehouse: pass --warehouse, set TESSERA_WAREHOUSE or name a catalog of the config file with --config-name"),
-    ("an object-store warehouse needs a catalog database URL (uri=...)",
-     "an object-store warehouse needs a catalog database: pass --catalog URL"),
+    (
+        "connect() needs a warehouse (argument, TESSERA_WAREHOUSE or config file)",
+        "no warehouse: pass --warehouse, set TESSERA_WAREHOUSE or name a catalog of the config file with --config-name",
+    ),
+    (
+        "an object-store warehouse needs a catalog database URL (uri=...)",
+        "an object-store warehouse needs a catalog database: pass --catalog URL",
+    ),
     ("no catalog named", "--config-name: no catalog named"),
-    ("(nothing was created)", "(nothing was created); create a catalog with `tessera init`, or check --warehouse/--catalog"),
+    (
+        "(nothing was created)",
+        "(nothing was created); create a catalog with `tessera init`, or check --warehouse/--catalog",
+    ),
     ("or open it with create=True", "or create it by using it as a table's --commit-store"),
 ]
 
@@ -251,10 +294,16 @@ class _Group(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (E.TesseraError, E.CommitError, E.FormatError, E.StoreError, E.PredicateError,
-                pa.ArrowException, OSError) as exc:
-            err_console.print(f"[bold red]error:[/] {_cli_message(exc)}", markup=True, highlight=False,
-                              soft_wrap=True)
+        except (
+            E.TesseraError,
+            E.CommitError,
+            E.FormatError,
+            E.StoreError,
+            E.PredicateError,
+            pa.ArrowException,
+            OSError,
+        ) as exc:
+            err_console.print(f"[bold red]error:[/] {_cli_message(exc)}", markup=True, highlight=False, soft_wrap=True)
             sys.exit(2)
         finally:
             if isinstance(ctx.obj, Ctx):
@@ -281,6 +330,7 @@ def init(obj: Ctx):
 
 
 # -- namespaces -----------------------------------------------------------------------
+
 
 @main.group()
 def namespace():
@@ -309,7 +359,9 @@ def ns_list(obj: Ctx, parent, output):
     if output == "json":
         return _print_json(items)
     if not items:
-        console.print("no namespaces" + (f" in {parent}" if parent else "") + "; create one with `tessera namespace create NAME`")
+        console.print(
+            "no namespaces" + (f" in {parent}" if parent else "") + "; create one with `tessera namespace create NAME`"
+        )
         return
     _print_rows(["namespace", "properties"], [[i["namespace"], i["properties"] or "{}"] for i in items])
 
@@ -332,6 +384,7 @@ def ns_drop(obj: Ctx, name):
 
 
 # -- table group ------------------------------------------------------------------------
+
 
 @main.group("table")
 def table_group():
@@ -362,8 +415,11 @@ def table_list(obj: Ctx, namespace, output):
     if output == "json":
         return _print_json(items)
     if not items:
-        console.print("no tables" + (f" in {namespace}" if namespace else "")
-                      + "; create one with `tessera create NAMESPACE.TABLE FILE...`")
+        console.print(
+            "no tables"
+            + (f" in {namespace}" if namespace else "")
+            + "; create one with `tessera create NAMESPACE.TABLE FILE...`"
+        )
         return
     _print_rows(["table", "commit store", "location"], [[i["table"], i["commit_store"], i["location"]] for i in items])
 
@@ -416,17 +472,24 @@ def _describe(obj: Ctx, name, output, version):
     if output == "json":
         return _print_json(d)
     facts = [
-        ["name", d["name"]], ["location", d["location"]],
+        ["name", d["name"]],
+        ["location", d["location"]],
         ["version", f"{d['version']} (latest {d['latest_version']}, {d['versions']} version(s))"],
-        ["commit store", d["commit_store"]], ["file version", d["file_version"]],
-        ["stable row ids", "yes" if d["stable_row_ids"] else "no"], ["created", d["created_at"]],
-        ["rows", f"{d['rows']:,}"], ["fragments", f"{d['fragments']:,} ({d['data_files']:,} data files)"],
+        ["commit store", d["commit_store"]],
+        ["file version", d["file_version"]],
+        ["stable row ids", "yes" if d["stable_row_ids"] else "no"],
+        ["created", d["created_at"]],
+        ["rows", f"{d['rows']:,}"],
+        ["fragments", f"{d['fragments']:,} ({d['data_files']:,} data files)"],
         ["size", _human_bytes(d["bytes"])],
     ]
     facts += [[f"property {k}", v] for k, v in sorted(d["properties"].items())]
     _print_rows(["field", "value"], facts, title=d["name"])
-    _print_rows(["column", "type", "nullable"],
-                [[c["name"], c["type"], "yes" if c["nullable"] else "no"] for c in d["schema"]], title="schema")
+    _print_rows(
+        ["column", "type", "nullable"],
+        [[c["name"], c["type"], "yes" if c["nullable"] else "no"] for c in d["schema"]],
+        title="schema",
+    )
 
 
 @table_group.command("describe")
@@ -471,6 +534,7 @@ def table_rename(obj: Ctx, old, new):
 
 # -- tables ---------------------------------------------------------------------------
 
+
 @main.command()
 @click.argument("name")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
@@ -482,8 +546,9 @@ def create(obj: Ctx, name, files, file_version, commit_store, props):
     """Create a table from Parquet, CSV or Arrow files."""
     properties = _props(props)
     data = _read_files(files)
-    t = obj.cat.create_table(name, data, file_version=file_version, commit_store=commit_store,
-                             properties=properties or None)
+    t = obj.cat.create_table(
+        name, data, file_version=file_version, commit_store=commit_store, properties=properties or None
+    )
     console.print(f"created {name} (version {t.version}, {t.count_rows():,} rows)")
 
 
@@ -534,8 +599,14 @@ def head(obj: Ctx, name, limit, columns, where, version, output):
     _show(data, title=f"{name} @ v{t.version}")
 
 
-_OUT_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
-                ".pq": "parquet"}
+_OUT_FORMATS = {
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 
 
 class _JsonWriter:
@@ -602,13 +673,24 @@ def _write_out(reader: pa.RecordBatchReader, path: str, fmt: str) -> int:
 @main.command()
 @click.argument("name")
 @_scan_options
-@click.option("--limit", "-n", type=click.IntRange(min=0), default=None,
-              help=f"at most N rows (default on the terminal: {SCAN_DEFAULT_LIMIT}; into a file: all)")
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=0),
+    default=None,
+    help=f"at most N rows (default on the terminal: {SCAN_DEFAULT_LIMIT}; into a file: all)",
+)
 @click.option("--all", "all_rows", is_flag=True, help="every row (no default limit)")
 @click.option("--version", "version", default=None, help="version number or tag")
-@click.option("--out", "--output", "-o", "out", default=None, metavar="FILE|json",
-              help="write FILE (.parquet, .csv, .json or .jsonl, by its suffix) instead of printing; "
-                   "'json' prints JSON lines")
+@click.option(
+    "--out",
+    "--output",
+    "-o",
+    "out",
+    default=None,
+    metavar="FILE|json",
+    help="write FILE (.parquet, .csv, .json or .jsonl, by its suffix) instead of printing; 'json' prints JSON lines",
+)
 @click.pass_obj
 def scan(obj: Ctx, name, columns, where, limit, all_rows, version, out):
     """Scan a table, streaming its rows (to the terminal or a file)."""
@@ -621,7 +703,8 @@ def scan(obj: Ctx, name, columns, where, limit, all_rows, version, out):
         if fmt is None:
             raise E.InvalidArgumentError(
                 f"--out {out}: unknown output format {os.path.splitext(out)[1] or '(no suffix)'!r}; "
-                "name a .parquet, .csv, .json or .jsonl file (or use --out json to print JSON lines)")
+                "name a .parquet, .csv, .json or .jsonl file (or use --out json to print JSON lines)"
+            )
     elif limit is None and not all_rows:
         limit = SCAN_DEFAULT_LIMIT
     t = obj.ro.load_table(name, version=_version(version))
@@ -651,7 +734,7 @@ def scan(obj: Ctx, name, columns, where, limit, all_rows, version, out):
         if more:
             break
     data = pa.Table.from_batches(batches, schema=reader.schema)
-    note = (f"showing the first {n:,} rows; use --limit N or --all for more" if more else None)
+    note = f"showing the first {n:,} rows; use --limit N or --all for more" if more else None
     _show(data, title=f"{name} @ v{t.version}", note=note)
 
 
@@ -671,9 +754,21 @@ def history(obj: Ctx, name, output):
     vs = t.versions()
     if output == "json":
         return _print_json(vs)
-    _print_rows(["version", "time (UTC)", "operation", "added", "removed", "rows"],
-                [[h["version"], h["timestamp"].strftime("%Y-%m-%d %H:%M:%S"), h["operation"] or "-",
-                  f"{h['rows_added']:,}", f"{h['rows_removed']:,}", f"{h['rows']:,}"] for h in vs], title=name)
+    _print_rows(
+        ["version", "time (UTC)", "operation", "added", "removed", "rows"],
+        [
+            [
+                h["version"],
+                h["timestamp"].strftime("%Y-%m-%d %H:%M:%S"),
+                h["operation"] or "-",
+                f"{h['rows_added']:,}",
+                f"{h['rows_removed']:,}",
+                f"{h['rows']:,}",
+            ]
+            for h in vs
+        ],
+        title=name,
+    )
 
 
 @main.command()
@@ -783,17 +878,26 @@ def compact(obj: Ctx, name, target_rows, output):
         m = t.compact(target_rows_per_fragment=target_rows)
         prog.advance(task)
     t.refresh()
-    summary = {"table": name, "fragments_before": before, "fragments_after": len(t.fragments),
-               "fragments_removed": m.fragments_removed, "fragments_added": m.fragments_added,
-               "files_removed": m.files_removed, "files_added": m.files_added, "version": m.version}
+    summary = {
+        "table": name,
+        "fragments_before": before,
+        "fragments_after": len(t.fragments),
+        "fragments_removed": m.fragments_removed,
+        "fragments_added": m.fragments_added,
+        "files_removed": m.files_removed,
+        "files_added": m.files_added,
+        "version": m.version,
+    }
     if output == "json":
         return _print_json(summary)
     if not m.fragments_removed and not m.fragments_added:
         console.print(f"{name}: nothing to compact ({before} fragment(s), version {t.version})")
         return
-    console.print(f"{name}: compacted {m.fragments_removed} fragment(s) into {m.fragments_added} "
-                  f"({before} → {len(t.fragments)} fragments; {m.files_removed} file(s) replaced by "
-                  f"{m.files_added}); new version {m.version if m.version is not None else t.version}")
+    console.print(
+        f"{name}: compacted {m.fragments_removed} fragment(s) into {m.fragments_added} "
+        f"({before} → {len(t.fragments)} fragments; {m.files_removed} file(s) replaced by "
+        f"{m.files_added}); new version {m.version if m.version is not None else t.version}"
+    )
 
 
 @main.command()
@@ -811,22 +915,30 @@ def cleanup(obj: Ctx, name, older_than, dry_run, output):
         r = t.cleanup(older_than=age, dry_run=dry_run)
         prog.advance(task)
     orphans = r.orphans
-    summary = {"table": name, "dry_run": dry_run, "removed_versions": r.removed_versions,
-               "kept_versions": r.kept_versions, "removed_files": len(r.removed_files),
-               "bytes_removed": r.bytes_removed,
-               "orphans_removed": len(orphans.removed) if orphans else 0,
-               "orphan_bytes_removed": orphans.bytes_removed if orphans else 0}
+    summary = {
+        "table": name,
+        "dry_run": dry_run,
+        "removed_versions": r.removed_versions,
+        "kept_versions": r.kept_versions,
+        "removed_files": len(r.removed_files),
+        "bytes_removed": r.bytes_removed,
+        "orphans_removed": len(orphans.removed) if orphans else 0,
+        "orphan_bytes_removed": orphans.bytes_removed if orphans else 0,
+    }
     if output == "json":
         return _print_json(summary)
     verb = "would remove" if dry_run else "removed"
     vs = r.removed_versions
-    vtext = ("no versions" if not vs else
-             f"{len(vs)} version(s) ({_ranges(vs)})")
-    console.print(f"{name}: {verb} {vtext}, {len(r.removed_files)} file(s), {_human_bytes(r.bytes_removed)}; "
-                  f"kept {len(r.kept_versions)} version(s)")
+    vtext = "no versions" if not vs else f"{len(vs)} version(s) ({_ranges(vs)})"
+    console.print(
+        f"{name}: {verb} {vtext}, {len(r.removed_files)} file(s), {_human_bytes(r.bytes_removed)}; "
+        f"kept {len(r.kept_versions)} version(s)"
+    )
     if orphans is not None:
-        console.print(f"{name}: {verb} {len(orphans.removed)} orphaned file(s) of failed commits "
-                      f"({_human_bytes(orphans.bytes_removed)})")
+        console.print(
+            f"{name}: {verb} {len(orphans.removed)} orphaned file(s) of failed commits "
+            f"({_human_bytes(orphans.bytes_removed)})"
+        )
 
 
 def _ranges(vs: list[int]) -> str:
@@ -850,7 +962,9 @@ def _duration(text: str) -> dt.timedelta:
             raise ValueError
         return dt.timedelta(**{units[text[-1]]: value})
     except (KeyError, ValueError, IndexError, OverflowError):
-        raise E.InvalidArgumentError(f"--older-than {text!r}: use a number followed by d, h, m or s (e.g. 7d)") from None
+        raise E.InvalidArgumentError(
+            f"--older-than {text!r}: use a number followed by d, h, m or s (e.g. 7d)"
+        ) from None
 
 
 @main.group()

@@ -31,8 +31,8 @@ alone.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -81,8 +81,14 @@ def _indexed_fragments(table) -> set[int] | None:
     return out
 
 
-def plan(table, target_rows_per_fragment: int = DEFAULT_TARGET_ROWS, *, sort_by=None,
-         materialize_deletions: bool = True, materialize_deletions_threshold: float = 0.1) -> list[list[table_pb2.DataFragment]]:
+def plan(
+    table,
+    target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
+    *,
+    sort_by=None,
+    materialize_deletions: bool = True,
+    materialize_deletions_threshold: float = 0.1,
+) -> list[list[table_pb2.DataFragment]]:
     """The groups of adjacent fragments a compaction of ``table`` would rewrite."""
     indexed = _indexed_fragments(table)
     if indexed is None:
@@ -102,7 +108,8 @@ def plan(table, target_rows_per_fragment: int = DEFAULT_TARGET_ROWS, *, sort_by=
         candidate = frag.id not in indexed and (
             sort_by is not None
             or live < target_rows_per_fragment
-            or materialize_deletions and deleted > materialize_deletions_threshold * frag.physical_rows
+            or materialize_deletions
+            and deleted > materialize_deletions_threshold * frag.physical_rows
         )
         if candidate:
             run.append(frag)
@@ -135,8 +142,10 @@ class _GroupReader:
     def __init__(self, table, frags: list[table_pb2.DataFragment]) -> None:
         self.table, self.frags = table, frags
         self.stable = table.stable_row_ids
-        self.versions = any(f.WhichOneof("created_at_version_sequence") or f.WhichOneof("last_updated_at_version_sequence")
-                            for f in frags)
+        self.versions = any(
+            f.WhichOneof("created_at_version_sequence") or f.WhichOneof("last_updated_at_version_sequence")
+            for f in frags
+        )
 
     def batches(self):
         """Yields ``(record_batch, row_ids, created_at, last_updated_at)`` per read batch."""
@@ -169,18 +178,26 @@ class _GroupReader:
 
 
 def _finish_fragment(table, rows: pa.Table, ids, created, updated, limit: int | None) -> table_pb2.DataFragment:
-    frags = write_fragments(table.store, rows.to_batches(), table.schema, table._fields, table.file_version,
-                            max_rows_per_file=max(rows.num_rows, 1))
+    frags = write_fragments(
+        table.store,
+        rows.to_batches(),
+        table.schema,
+        table._fields,
+        table.file_version,
+        max_rows_per_file=max(rows.num_rows, 1),
+    )
     if len(frags) != 1:
         raise CompactionError(f"expected one fragment for {rows.num_rows} rows, the writer made {len(frags)}")
     frag = frags[0]
     if ids is not None:
-        lrowids.set_sequence(frag, lrowids.ROW_ID_FIELDS, lrowids.RowIdSequence.from_values(ids).to_bytes(),
-                             table.store.put, limit)
+        lrowids.set_sequence(
+            frag, lrowids.ROW_ID_FIELDS, lrowids.RowIdSequence.from_values(ids).to_bytes(), table.store.put, limit
+        )
     if created is not None:
         lrowids.set_sequence(frag, lrowids.CREATED_AT_FIELDS, lrowids.encode_versions(created), table.store.put, limit)
-        lrowids.set_sequence(frag, lrowids.LAST_UPDATED_AT_FIELDS, lrowids.encode_versions(updated), table.store.put,
-                             limit)
+        lrowids.set_sequence(
+            frag, lrowids.LAST_UPDATED_AT_FIELDS, lrowids.encode_versions(updated), table.store.put, limit
+        )
     return frag
 
 
@@ -188,8 +205,9 @@ def _cat(parts: list) -> np.ndarray | None:
     return None if not parts or parts[0] is None else np.concatenate(parts)
 
 
-def rewrite_group(table, frags: list[table_pb2.DataFragment], target: int, sort_keys,
-                  limit: int | None = None) -> list[table_pb2.DataFragment]:
+def rewrite_group(
+    table, frags: list[table_pb2.DataFragment], target: int, sort_keys, limit: int | None = None
+) -> list[table_pb2.DataFragment]:
     """Write the live rows of ``frags`` as new fragments (ids unassigned) of
     ``target`` rows each (the last may be smaller)."""
     src = _GroupReader(table, frags)
@@ -207,7 +225,11 @@ def rewrite_group(table, frags: list[table_pb2.DataFragment], target: int, sort_
         ids, cr, up = (None if (a := _cat(p)) is None else a[order] for p in (ids, cr, up))
         for s in range(0, rows.num_rows, target):
             e = min(s + target, rows.num_rows)
-            out.append(_finish_fragment(table, rows.slice(s, e - s), *(None if a is None else a[s:e] for a in (ids, cr, up)), limit))
+            out.append(
+                _finish_fragment(
+                    table, rows.slice(s, e - s), *(None if a is None else a[s:e] for a in (ids, cr, up)), limit
+                )
+            )
         return out
     buf, ids, cr, up, n = [], [], [], [], 0
     for b, i, c, u in src.batches():
@@ -219,7 +241,14 @@ def rewrite_group(table, frags: list[table_pb2.DataFragment], target: int, sort_
         while n >= target:
             rows = pa.Table.from_batches(buf, schema=table.schema)
             a_ids, a_cr, a_up = _cat(ids), _cat(cr), _cat(up)
-            out.append(_finish_fragment(table, rows.slice(0, target), *(None if a is None else a[:target] for a in (a_ids, a_cr, a_up)), limit))
+            out.append(
+                _finish_fragment(
+                    table,
+                    rows.slice(0, target),
+                    *(None if a is None else a[:target] for a in (a_ids, a_cr, a_up)),
+                    limit,
+                )
+            )
             rest = rows.slice(target)
             buf = rest.to_batches()
             ids, cr, up = ([None if a is None else a[target:]] for a in (a_ids, a_cr, a_up))
@@ -239,11 +268,24 @@ def _reserve(table, base, count: int) -> list[int]:
     return list(range(top - count + 1, top + 1))
 
 
-def build_compaction(view, base, target: int, sort_keys, materialize_deletions: bool, threshold: float,
-                     metrics: CompactionMetrics, limit: int | None = None) -> transaction_pb2.Transaction | None:
+def build_compaction(
+    view,
+    base,
+    target: int,
+    sort_keys,
+    materialize_deletions: bool,
+    threshold: float,
+    metrics: CompactionMetrics,
+    limit: int | None = None,
+) -> transaction_pb2.Transaction | None:
     """Plan, write the new fragments, reserve their ids, and return the Rewrite."""
-    groups = plan(view, target, sort_by=sort_keys or None, materialize_deletions=materialize_deletions,
-                  materialize_deletions_threshold=threshold)
+    groups = plan(
+        view,
+        target,
+        sort_by=sort_keys or None,
+        materialize_deletions=materialize_deletions,
+        materialize_deletions_threshold=threshold,
+    )
     if not groups:
         return None
     written = [rewrite_group(view, g, target, sort_keys, limit) for g in groups]
@@ -266,23 +308,41 @@ def build_compaction(view, base, target: int, sort_keys, materialize_deletions: 
     return txn
 
 
-def compact(table, target_rows_per_fragment: int = DEFAULT_TARGET_ROWS, sort_by: str | Sequence | None = None, *,
-            materialize_deletions: bool = True, materialize_deletions_threshold: float = 0.1,
-            external_sequences_over: int | None = None) -> CompactionMetrics:
+def compact(
+    table,
+    target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
+    sort_by: str | Sequence | None = None,
+    *,
+    materialize_deletions: bool = True,
+    materialize_deletions_threshold: float = 0.1,
+    external_sequences_over: int | None = None,
+) -> CompactionMetrics:
     """Compact ``table`` (moving it to the new version); see the module docstring.
 
     ``external_sequences_over`` (bytes) stores larger row id and version
     sequences in external files, as Lance documents (``format.rowids.INLINE_LIMIT``);
     the default keeps them inline, because pylance 14 cannot read external ones."""
     if not isinstance(target_rows_per_fragment, int) or target_rows_per_fragment <= 0:
-        raise InvalidArgumentError(f"target_rows_per_fragment must be a positive integer, got {target_rows_per_fragment!r}")
+        raise InvalidArgumentError(
+            f"target_rows_per_fragment must be a positive integer, got {target_rows_per_fragment!r}"
+        )
     if not 0.0 <= materialize_deletions_threshold <= 1.0:
         raise InvalidArgumentError("materialize_deletions_threshold must be between 0 and 1")
     keys = _sort_keys(sort_by, table.schema)
     metrics = CompactionMetrics()
     before = table.version
-    table._run(lambda view, base: build_compaction(view, base, target_rows_per_fragment, keys, materialize_deletions,
-                                                   materialize_deletions_threshold, metrics, external_sequences_over))
+    table._run(
+        lambda view, base: build_compaction(
+            view,
+            base,
+            target_rows_per_fragment,
+            keys,
+            materialize_deletions,
+            materialize_deletions_threshold,
+            metrics,
+            external_sequences_over,
+        )
+    )
     if table.version == before or not metrics.groups:
         metrics = CompactionMetrics()
     metrics.version = table.version

@@ -12,18 +12,18 @@ from tessera.commit.errors import (  # noqa: F401  (re-exported)
     CommitError,
     CommitOutcomeUnknownError,
     CoordinatorMismatchError,
-    UnrecoverableCommitError,
     IncompatibleTransactionError,
     TableNotFoundError,
     TooMuchContentionError,
+    UnrecoverableCommitError,
     VersionNotFoundError,
 )
 from tessera.format.errors import (  # noqa: F401
-    TesseraError,
     ColumnNotFoundError,
     CorruptFileError,
     FormatError,
     SchemaMismatchError,
+    TesseraError,
     UnsupportedEncodingError,
     UnsupportedTypeError,
 )

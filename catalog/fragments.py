@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -64,8 +64,12 @@ def write_fragments(
         ids, cols = data_file_entry(fields, file_version)
         major, minor = DATAFILE_VERSIONS[file_version]
         frag.files.add(
-            path=name, fields=ids, column_indices=cols, file_major_version=major,
-            file_minor_version=minor, file_size_bytes=size,
+            path=name,
+            fields=ids,
+            column_indices=cols,
+            file_major_version=major,
+            file_minor_version=minor,
+            file_size_bytes=size,
         )
         frags.append(frag)
         writer = out = None
@@ -95,7 +99,7 @@ def write_fragments(
     return frags
 
 
-def one_array(arr: "pa.Array | pa.ChunkedArray") -> pa.Array:
+def one_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     """One Arrow array: a ChunkedArray's only chunk as it is (``combine_chunks``
     copies even a single chunk), several chunks concatenated."""
     if not isinstance(arr, pa.ChunkedArray):
@@ -115,9 +119,7 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, allow_extra: bool
         return batch
     names = batch.schema.names
     if not allow_extra and sorted(names) != sorted(schema.names):
-        raise SchemaMismatchError(
-            f"data columns {names} do not match the table's columns {schema.names}"
-        )
+        raise SchemaMismatchError(f"data columns {names} do not match the table's columns {schema.names}")
     cols = []
     for f in schema:
         try:
@@ -196,7 +198,7 @@ class FileReaderCache:
     def __init__(self, store: ObjectStore, max_files: int = 64) -> None:
         self.store = store
         self.max_files = max_files
-        self._readers: "OrderedDict[str, tformat.FileReader]" = OrderedDict()
+        self._readers: OrderedDict[str, tformat.FileReader] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, path: str) -> tformat.FileReader:
@@ -320,7 +322,8 @@ class FragmentReader:
                 ) from exc
             if r.num_rows != self.fragment.physical_rows:
                 raise CorruptFileError(
-                    r.path, f"data file has {r.num_rows} rows, its fragment says {self.fragment.physical_rows} (physical_rows)"
+                    r.path,
+                    f"data file has {r.num_rows} rows, its fragment says {self.fragment.physical_rows} (physical_rows)",
                 )
             self._readers[df.path] = r
         return r
@@ -331,8 +334,9 @@ class FragmentReader:
         i = r.field_for_column(col)
         if r.fields[i].id != f.id:
             raise CorruptFileError(
-                r.path, f"column {col} holds field id {r.fields[i].id} ({r.fields[i].name!r}), "
-                f"the manifest maps field {f.id} ({f.name!r}) to it (DataFile.fields/column_indices)"
+                r.path,
+                f"column {col} holds field id {r.fields[i].id} ({r.fields[i].name!r}), "
+                f"the manifest maps field {f.id} ({f.name!r}) to it (DataFile.fields/column_indices)",
             )
         return i
 
@@ -415,9 +419,7 @@ class _CountingReader:
         self._inner.close()
 
 
-def iter_fragment_batches(
-    reader: FragmentReader, batch_rows: int
-) -> Iterator[tuple[int, int, list[pa.Array]]]:
+def iter_fragment_batches(reader: FragmentReader, batch_rows: int) -> Iterator[tuple[int, int, list[pa.Array]]]:
     for start in range(0, reader.physical_rows, batch_rows):
         stop = min(start + batch_rows, reader.physical_rows)
         yield start, stop, reader.read(start, stop)

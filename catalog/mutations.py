@@ -7,7 +7,7 @@ commit.  On a conflict the table re-runs it on the latest version.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +35,11 @@ def _matches(table, reader: FragmentReader, names: list[str], expr) -> tuple[np.
     for start in range(0, frag.physical_rows, BATCH):
         stop = min(start + BATCH, frag.physical_rows)
         arrays = reader.read(start, stop)
-        batch = pa.RecordBatch.from_arrays(arrays, names=names) if arrays else pa.record_batch({"_": pa.nulls(stop - start)})
+        batch = (
+            pa.RecordBatch.from_arrays(arrays, names=names)
+            if arrays
+            else pa.record_batch({"_": pa.nulls(stop - start)})
+        )
         m = mask_of(expr, batch) if expr is not None else np.ones(stop - start, bool)
         live = reader.live_mask(start, stop)
         if live is not None:
@@ -47,8 +51,9 @@ def _matches(table, reader: FragmentReader, names: list[str], expr) -> tuple[np.
     return offs, batches
 
 
-def _with_deletions(table, frag: table_pb2.DataFragment, reader: FragmentReader, rows: np.ndarray,
-                    read_version: int) -> table_pb2.DataFragment | None:
+def _with_deletions(
+    table, frag: table_pb2.DataFragment, reader: FragmentReader, rows: np.ndarray, read_version: int
+) -> table_pb2.DataFragment | None:
     """A copy of ``frag`` with ``rows`` also deleted; None if nothing is left.
 
     The newly deleted rows are recorded on ``table._affected`` so a rebase can
@@ -108,7 +113,9 @@ def _new_value(spec, batch: pa.RecordBatch, field: pa.Field, schema: pa.Schema) 
         try:
             arr = arr.cast(field.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise SchemaMismatchError(f"cannot set column {field.name!r} ({field.type}) to a {arr.type} value: {exc}") from exc
+            raise SchemaMismatchError(
+                f"cannot set column {field.name!r} ({field.type}) to a {arr.type} value: {exc}"
+            ) from exc
     if not field.nullable and arr.null_count:
         raise SchemaMismatchError(f"column {field.name!r} is not nullable")
     return arr
@@ -131,8 +138,11 @@ def _rewrite_rows(table, where, make_rows) -> transaction_pb2.Transaction | None
         reader.close()
     if not new_batches:
         return None
-    u.new_fragments.extend(write_fragments(table.store, new_batches, table.schema, table._fields, table.file_version,
-                                           table.max_rows_per_file))
+    u.new_fragments.extend(
+        write_fragments(
+            table.store, new_batches, table.schema, table._fields, table.file_version, table.max_rows_per_file
+        )
+    )
     return txn
 
 
@@ -157,8 +167,15 @@ def build_update(table, values: dict, where) -> transaction_pb2.Transaction | No
     return _rewrite_rows(table, where, make_rows)
 
 
-def build_merge_insert(table, source: pa.Table, on: list[str], update_matched: bool, insert_unmatched: bool,
-                       delete_unmatched_target: bool, stats: dict) -> transaction_pb2.Transaction | None:
+def build_merge_insert(
+    table,
+    source: pa.Table,
+    on: list[str],
+    update_matched: bool,
+    insert_unmatched: bool,
+    delete_unmatched_target: bool,
+    stats: dict,
+) -> transaction_pb2.Transaction | None:
     """The Update transaction of a merge-insert, with pylance's semantics:
 
     * every target row whose key equals a source row's is *matched*; with
@@ -243,8 +260,11 @@ def build_merge_insert(table, source: pa.Table, on: list[str], update_matched: b
     )
     if len(rows):
         new = source.take(pa.array(rows))
-        u.new_fragments.extend(write_fragments(table.store, new.to_batches(), schema, table._fields, table.file_version,
-                                               table.max_rows_per_file))
+        u.new_fragments.extend(
+            write_fragments(
+                table.store, new.to_batches(), schema, table._fields, table.file_version, table.max_rows_per_file
+            )
+        )
     if not (u.new_fragments or u.updated_fragments or u.removed_fragment_ids):
         return None
     return txn
@@ -310,8 +330,9 @@ def build_add_columns(table, columns) -> transaction_pb2.Transaction:
         new_tab = new_tab.cast(new_schema)
         out_frag = table_pb2.DataFragment()
         out_frag.CopyFrom(frag)
-        written = write_fragments(table.store, new_tab.to_batches(), new_schema, new_fields, table.file_version,
-                                  max_rows_per_file=max(n, 1))
+        written = write_fragments(
+            table.store, new_tab.to_batches(), new_schema, new_fields, table.file_version, max_rows_per_file=max(n, 1)
+        )
         if written:
             assert len(written) == 1
             out_frag.files.append(written[0].files[0])
@@ -367,15 +388,15 @@ class MergeInsertBuilder:
         self._table, self._on = table, on
         self._update = self._insert = self._delete = False
 
-    def when_matched_update_all(self) -> "MergeInsertBuilder":
+    def when_matched_update_all(self) -> MergeInsertBuilder:
         self._update = True
         return self
 
-    def when_not_matched_insert_all(self) -> "MergeInsertBuilder":
+    def when_not_matched_insert_all(self) -> MergeInsertBuilder:
         self._insert = True
         return self
 
-    def when_not_matched_by_source_delete(self) -> "MergeInsertBuilder":
+    def when_not_matched_by_source_delete(self) -> MergeInsertBuilder:
         self._delete = True
         return self
 
@@ -385,6 +406,10 @@ class MergeInsertBuilder:
                 "merge_insert is not configured to change anything: call when_matched_update_all(), "
                 "when_not_matched_insert_all() or when_not_matched_by_source_delete() before execute()"
             )
-        return self._table.merge_insert(data, self._on, when_matched_update_all=self._update,
-                                        when_not_matched_insert_all=self._insert,
-                                        when_not_matched_by_source_delete=self._delete)
+        return self._table.merge_insert(
+            data,
+            self._on,
+            when_matched_update_all=self._update,
+            when_not_matched_insert_all=self._insert,
+            when_not_matched_by_source_delete=self._delete,
+        )

@@ -40,8 +40,9 @@ import datetime
 import decimal
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NoReturn, Union
+from typing import NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -52,12 +53,17 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Tokenizer
 
-from tessera.catalog.errors import (PredicateError, PredicateSyntaxError, PredicateTypeError,
-                            UnknownColumnError, UnsupportedPredicateError)
+from tessera.catalog.errors import (
+    PredicateError,
+    PredicateSyntaxError,
+    PredicateTypeError,
+    UnknownColumnError,
+    UnsupportedPredicateError,
+)
 
 __all__ = ["Predicate", "filter_mask", "referenced_columns", "to_expression", "to_sql"]
 
-Predicate = Union[str, pc.Expression]
+Predicate = str | pc.Expression
 """What the table API accepts as a filter: SQL text or a pyarrow Expression."""
 
 
@@ -69,20 +75,39 @@ class _TesseraSQL(Dialect):
 
 
 _COMPARE: dict[type, Callable] = {
-    exp.EQ: pc.equal, exp.NEQ: pc.not_equal, exp.GT: pc.greater,
-    exp.GTE: pc.greater_equal, exp.LT: pc.less, exp.LTE: pc.less_equal,
+    exp.EQ: pc.equal,
+    exp.NEQ: pc.not_equal,
+    exp.GT: pc.greater,
+    exp.GTE: pc.greater_equal,
+    exp.LT: pc.less,
+    exp.LTE: pc.less_equal,
 }
 _ARITH: dict[type, Callable] = {
-    exp.Add: pc.add_checked, exp.Sub: pc.subtract_checked, exp.Mul: pc.multiply_checked,
-    exp.Div: pc.divide_checked, exp.Mod: pc.remainder_checked,
+    exp.Add: pc.add_checked,
+    exp.Sub: pc.subtract_checked,
+    exp.Mul: pc.multiply_checked,
+    exp.Div: pc.divide_checked,
+    exp.Mod: pc.remainder_checked,
 }
 _T = exp.DataType.Type
 _CAST_NAMES: dict[str, pa.DataType] = {  # by name: older sqlglot releases lack some members
-    "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
-    "BIGINT": pa.int64(), "UTINYINT": pa.uint8(), "USMALLINT": pa.uint16(), "UINT": pa.uint32(),
-    "UBIGINT": pa.uint64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "DATE": pa.date32(),
-    "TIME": pa.time64("us"), "TIMESTAMP_S": pa.timestamp("s"), "TIMESTAMP_MS": pa.timestamp("ms"),
-    "TIMESTAMP_NS": pa.timestamp("ns"), "TIMESTAMPTZ": pa.timestamp("us", "UTC"),
+    "BOOLEAN": pa.bool_(),
+    "TINYINT": pa.int8(),
+    "SMALLINT": pa.int16(),
+    "INT": pa.int32(),
+    "BIGINT": pa.int64(),
+    "UTINYINT": pa.uint8(),
+    "USMALLINT": pa.uint16(),
+    "UINT": pa.uint32(),
+    "UBIGINT": pa.uint64(),
+    "FLOAT": pa.float32(),
+    "DOUBLE": pa.float64(),
+    "DATE": pa.date32(),
+    "TIME": pa.time64("us"),
+    "TIMESTAMP_S": pa.timestamp("s"),
+    "TIMESTAMP_MS": pa.timestamp("ms"),
+    "TIMESTAMP_NS": pa.timestamp("ns"),
+    "TIMESTAMPTZ": pa.timestamp("us", "UTC"),
     **dict.fromkeys(["VARCHAR", "CHAR", "NVARCHAR", "NCHAR", "TEXT"], pa.string()),
     **dict.fromkeys(["BINARY", "VARBINARY", "BLOB"], pa.binary()),
     **dict.fromkeys(["TIMESTAMP", "DATETIME", "TIMESTAMPNTZ"], pa.timestamp("us")),
@@ -92,17 +117,32 @@ _DECIMALS = {_T[name] for name in ("DECIMAL", "DECIMAL128") if name in _T.__memb
 _UNITS = {0: "s", 3: "ms", 6: "us", 9: "ns"}  # TIMESTAMP(p) precision -> unit
 _NULL_BOOL = pa.scalar(None, pa.bool_())
 _EXTRACT: dict[str, Callable] = {
-    "year": pc.year, "quarter": pc.quarter, "month": pc.month, "day": pc.day, "hour": pc.hour,
-    "minute": pc.minute, "second": pc.second, "millisecond": pc.millisecond,
-    "microsecond": pc.microsecond, "doy": pc.day_of_year, "week": pc.iso_week,
+    "year": pc.year,
+    "quarter": pc.quarter,
+    "month": pc.month,
+    "day": pc.day,
+    "hour": pc.hour,
+    "minute": pc.minute,
+    "second": pc.second,
+    "millisecond": pc.millisecond,
+    "microsecond": pc.microsecond,
+    "doy": pc.day_of_year,
+    "week": pc.iso_week,
     "dow": lambda x: pc.day_of_week(x, count_from_zero=True, week_start=7),  # Sunday = 0
     "isodow": lambda x: pc.day_of_week(x, count_from_zero=False, week_start=1),  # Monday = 1
 }
 _TIME_FIELDS = {"hour", "minute", "second", "millisecond", "microsecond"}
-_TRUNC_UNITS = ("year", "quarter", "month", "week", "day", "hour", "minute", "second",
-                "millisecond", "microsecond")
-_TRUNC_ALIASES = {"years": "year", "months": "month", "days": "day", "hours": "hour", "minutes": "minute",
-                  "seconds": "second", "weeks": "week", "quarters": "quarter"}
+_TRUNC_UNITS = ("year", "quarter", "month", "week", "day", "hour", "minute", "second", "millisecond", "microsecond")
+_TRUNC_ALIASES = {
+    "years": "year",
+    "months": "month",
+    "days": "day",
+    "hours": "hour",
+    "minutes": "minute",
+    "seconds": "second",
+    "weeks": "week",
+    "quarters": "quarter",
+}
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
 
@@ -137,9 +177,13 @@ def _bound_type(expr: pc.Expression, schema: pa.Schema, context: str = "") -> pa
     except _ARROW_ERRORS as e:
         missing = re.search(r"No match for FieldRef\.\w+\((.*?)\) in", str(e))
         if missing:
-            raise _err(UnknownColumnError, f"{context} names a column the table does not have "
-                       f"({missing.group(1)}); available columns: {', '.join(schema.names) or '(none)'}",
-                       column=missing.group(1), available=list(schema.names)) from e
+            raise _err(
+                UnknownColumnError,
+                f"{context} names a column the table does not have "
+                f"({missing.group(1)}); available columns: {', '.join(schema.names) or '(none)'}",
+                column=missing.group(1),
+                available=list(schema.names),
+            ) from e
         raise _err(PredicateTypeError, f"{context} does not type-check: {e}") from e
 
 
@@ -197,8 +241,9 @@ def _cast_const(sc: pa.Scalar, target: pa.DataType, explicit: bool) -> pa.Scalar
             return _read_temporal(sc.as_py(), target)
         if pa.types.is_timestamp(target) and (pa.types.is_timestamp(src) or pa.types.is_date(src)):
             return _retime(sc, target)
-        if not explicit and (_is_stringy(target) and not _is_stringy(src)
-                             or pa.types.is_date(target) and pa.types.is_timestamp(src)):
+        if not explicit and (
+            _is_stringy(target) and not _is_stringy(src) or pa.types.is_date(target) and pa.types.is_timestamp(src)
+        ):
             return None  # never compare a number as text, nor truncate a timestamp to a date
         if pa.types.is_decimal(target) and (pa.types.is_integer(src) or pa.types.is_floating(src)):
             return pa.scalar(decimal.Decimal(str(sc.as_py())), target)
@@ -245,8 +290,9 @@ class _Translator:
 
     def logic(self, fn: Callable, *args: _Val) -> _Val:
         """A boolean operator; a bare NULL operand is taken as a boolean NULL."""
-        return self.apply(fn, *(_const(_NULL_BOOL) if a.lit is not None and pa.types.is_null(a.type)
-                                else a for a in args))
+        return self.apply(
+            fn, *(_const(_NULL_BOOL) if a.lit is not None and pa.types.is_null(a.type) else a for a in args)
+        )
 
     def unsupported(self, node: exp.Expression, what: str | None = None) -> NoReturn:
         if what is None:
@@ -257,8 +303,12 @@ class _Translator:
                 what = f"{kind} {node.name if isinstance(node, exp.Anonymous) else node.sql_name()}"
             else:
                 what = type(node).__name__
-        raise _err(UnsupportedPredicateError, f"{what} is not supported in a predicate: "
-                   f"{node.sql(dialect=_TesseraSQL)!r} in {self.text!r}", construct=what, text=self.text)
+        raise _err(
+            UnsupportedPredicateError,
+            f"{what} is not supported in a predicate: {node.sql(dialect=_TesseraSQL)!r} in {self.text!r}",
+            construct=what,
+            text=self.text,
+        )
 
     def resolve(self, parts: list[exp.Identifier]) -> _Val:
         """Resolve ``a`` / ``a.b.c`` to a (nested) field reference."""
@@ -270,13 +320,22 @@ class _Translator:
         typ: pa.DataType | None = None
         for ident in parts:
             if path and not pa.types.is_struct(typ):
-                raise _err(UnknownColumnError, f"{'.'.join(path)!r} is {typ}, not a struct, so it has no "
-                           f"field {ident.name!r} (predicate {self.text!r})", column=dotted, available=names)
+                raise _err(
+                    UnknownColumnError,
+                    f"{'.'.join(path)!r} is {typ}, not a struct, so it has no "
+                    f"field {ident.name!r} (predicate {self.text!r})",
+                    column=dotted,
+                    available=names,
+                )
             name = _match(ident, names)
             if name is None:
                 where = f"struct column {'.'.join(path)!r} has no field" if path else "unknown column"
-                raise _err(UnknownColumnError, f"{where} {ident.name!r} in predicate {self.text!r}; "
-                           f"available: {', '.join(names) or '(none)'}", column=dotted, available=names)
+                raise _err(
+                    UnknownColumnError,
+                    f"{where} {ident.name!r} in predicate {self.text!r}; available: {', '.join(names) or '(none)'}",
+                    column=dotted,
+                    available=names,
+                )
             path.append(name)
             typ = next(f.type for f in fields if f.name == name)
             if pa.types.is_struct(typ):
@@ -346,13 +405,11 @@ class _Translator:
             cast = [self.coerce(x, i)[1].lit for i in items]
             values = [c for c in cast if c.is_valid]
             try:
-                value_set = pa.array(values, type=target.value_type if pa.types.is_dictionary(target)
-                                     else target)
+                value_set = pa.array(values, type=target.value_type if pa.types.is_dictionary(target) else target)
             except (*_ARROW_ERRORS, TypeError, ValueError, OverflowError):
                 value_set = None  # mixed types: fall back to ORed comparisons below
             if value_set is not None:  # SQL: NULL input -> NULL; no match, NULL in list -> NULL
-                out = pc.if_else(pc.is_null(x.expr), _NULL_BOOL,
-                                 pc.is_in(x.expr, value_set=value_set, skip_nulls=True))
+                out = pc.if_else(pc.is_null(x.expr), _NULL_BOOL, pc.is_in(x.expr, value_set=value_set, skip_nulls=True))
                 if len(values) < len(cast):
                     out = pc.if_else(out, pa.scalar(True), _NULL_BOOL)
                 return _Val(out, pa.bool_())
@@ -369,16 +426,22 @@ class _Translator:
         v = self.visit(node)
         typ = self.type_of(v)
         if pa.types.is_dictionary(typ):  # kernels want the values, not the dictionary
-            v = _Val(v.expr.cast(typ.value_type), typ.value_type) if v.lit is None else _const(
-                v.lit.cast(typ.value_type))
+            v = (
+                _Val(v.expr.cast(typ.value_type), typ.value_type)
+                if v.lit is None
+                else _const(v.lit.cast(typ.value_type))
+            )
         return v
 
     def string_arg(self, node: exp.Expression | None, fname: str) -> _Val:
         v = self.arg(node, fname)
         typ = self.type_of(v)
         if not (_is_stringy(typ) or pa.types.is_null(typ)):
-            raise _err(PredicateTypeError, f"{fname} takes a string, not {typ} ({node.sql(dialect=_TesseraSQL)}) "
-                       f"in {self.text!r}", text=self.text)
+            raise _err(
+                PredicateTypeError,
+                f"{fname} takes a string, not {typ} ({node.sql(dialect=_TesseraSQL)}) in {self.text!r}",
+                text=self.text,
+            )
         if pa.types.is_null(typ):
             v = _const(pa.scalar(None, pa.string()))
         return v
@@ -390,15 +453,19 @@ class _Translator:
         if v.lit is None:
             self.unsupported(node, f"{fname} with a non-constant {what}")
         if not _is_stringy(v.lit.type) or not v.lit.is_valid:
-            raise _err(PredicateTypeError, f"the {what} of {fname} must be a string, not {v.lit} in {self.text!r}",
-                       text=self.text)
+            raise _err(
+                PredicateTypeError,
+                f"the {what} of {fname} must be a string, not {v.lit} in {self.text!r}",
+                text=self.text,
+            )
         return v.lit.as_py()
 
     def numeric_arg(self, node: exp.Expression | None, fname: str) -> _Val:
         v = self.arg(node, fname)
         typ = self.type_of(v)
-        if not (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ)
-                or pa.types.is_null(typ)):
+        if not (
+            pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ) or pa.types.is_null(typ)
+        ):
             raise _err(PredicateTypeError, f"{fname} takes a number, not {typ} in {self.text!r}", text=self.text)
         return _const(pa.scalar(None, pa.float64())) if pa.types.is_null(typ) else v
 
@@ -408,8 +475,9 @@ class _Translator:
         if v.lit is not None and _is_stringy(typ):  # extract(year FROM '2024-01-01')
             v = _const(_cast_const(v.lit, pa.timestamp("us"), explicit=True))
         elif not (pa.types.is_date(typ) or pa.types.is_timestamp(typ) or pa.types.is_time(typ)):
-            raise _err(PredicateTypeError, f"{fname} takes a date or timestamp, not {typ} in {self.text!r}",
-                       text=self.text)
+            raise _err(
+                PredicateTypeError, f"{fname} takes a date or timestamp, not {typ} in {self.text!r}", text=self.text
+            )
         return v
 
     def extract(self, field: str, v: _Val, fname: str, node: exp.Expression) -> _Val:
@@ -438,8 +506,11 @@ class _Translator:
         def arity(n: int, m: int | None = None) -> None:
             if anonymous and not (n <= len(args) <= (n if m is None else m)):
                 want = n if m is None else f"{n} to {m}"
-                raise _err(PredicateTypeError, f"{fname} takes {want} arguments, got {len(args)} in {self.text!r}",
-                           text=self.text)
+                raise _err(
+                    PredicateTypeError,
+                    f"{fname} takes {want} arguments, got {len(args)} in {self.text!r}",
+                    text=self.text,
+                )
 
         if name in ("LOWER", "UPPER"):
             arity(1)
@@ -461,8 +532,9 @@ class _Translator:
             try:
                 pc.match_substring_regex(pa.array([""]), pattern=pattern, ignore_case=ci)
             except _ARROW_ERRORS as e:
-                raise _err(PredicateTypeError, f"bad regular expression {pattern!r} in {self.text!r}: {e}",
-                           text=self.text) from e
+                raise _err(
+                    PredicateTypeError, f"bad regular expression {pattern!r} in {self.text!r}: {e}", text=self.text
+                ) from e
             return self.apply(lambda e: pc.match_substring_regex(e, pattern=pattern, ignore_case=ci), x)
         if name in ("LENGTH", "CHAR_LENGTH", "CHARACTER_LENGTH", "LEN"):
             arity(1)
@@ -499,8 +571,9 @@ class _Translator:
             if unit not in _TRUNC_UNITS:
                 self.unsupported(node, f"{fname} to {unit!r} (supported: {', '.join(_TRUNC_UNITS)})")
             x = self.temporal_arg(value_node, fname)
-            if pa.types.is_time(self.type_of(x)) or (pa.types.is_date(self.type_of(x))
-                                                     and unit not in ("year", "quarter", "month", "week", "day")):
+            if pa.types.is_time(self.type_of(x)) or (
+                pa.types.is_date(self.type_of(x)) and unit not in ("year", "quarter", "month", "week", "day")
+            ):
                 return x if pa.types.is_date(self.type_of(x)) else self.unsupported(node, f"{fname} of a time")
             out = self.apply(lambda e: pc.floor_temporal(e, unit=unit, week_starts_monday=True), x)
             out.type = self.type_of(x)
@@ -617,8 +690,11 @@ class _Translator:
         if isinstance(node, exp.Func) and not isinstance(node, exp.AggFunc):
             return self.function(node)
         if isinstance(node, exp.Alias):
-            raise _err(PredicateSyntaxError, f"unexpected alias {node.alias!r} in predicate {self.text!r} "
-                       "(a missing operator?)", text=self.text)
+            raise _err(
+                PredicateSyntaxError,
+                f"unexpected alias {node.alias!r} in predicate {self.text!r} (a missing operator?)",
+                text=self.text,
+            )
         self.unsupported(node)
 
 
@@ -648,8 +724,9 @@ def _parse(text: str) -> exp.Expression:
         raise _err(PredicateSyntaxError, f"cannot parse predicate {text!r}: {detail}", text=text, detail=detail) from e
     if len(statements) != 1 or statements[0] is None:
         what = "is empty" if not any(statements) else f"holds {len(statements)} statements"
-        raise _err(PredicateSyntaxError, f"predicate {text!r} {what}; expected one boolean expression",
-                   text=text, detail=what)
+        raise _err(
+            PredicateSyntaxError, f"predicate {text!r} {what}; expected one boolean expression", text=text, detail=what
+        )
     return statements[0]
 
 
@@ -658,8 +735,12 @@ def _translate(text: str, schema: pa.Schema, boolean: bool = True) -> tuple[pc.E
     try:
         value = translator.visit(_parse(text))
     except RecursionError as e:
-        raise _err(UnsupportedPredicateError, f"predicate {text[:80]!r}... is nested too deeply",
-                   construct="deep nesting", text=text) from e
+        raise _err(
+            UnsupportedPredicateError,
+            f"predicate {text[:80]!r}... is nested too deeply",
+            construct="deep nesting",
+            text=text,
+        ) from e
     if not boolean:
         return value.expr, translator.columns
     return _boolean(value.expr, schema, f"predicate {text!r}"), translator.columns
@@ -720,7 +801,7 @@ def referenced_columns(predicate: Predicate, schema: pa.Schema) -> set[str]:
                 used.add(names[0])
             else:
                 search(names[: len(names) // 2])
-                search(names[len(names) // 2:])
+                search(names[len(names) // 2 :])
 
     if schema.names:
         search(list(dict.fromkeys(schema.names)))
@@ -745,8 +826,7 @@ def filter_mask(predicate: Predicate, data: pa.RecordBatch | pa.Table) -> pa.Boo
     ``data.filter(filter_mask(p, data))`` selects the matching rows."""
     expr = to_expression(predicate, data.schema)
     batches = data.to_batches() if isinstance(data, pa.Table) else [data]
-    scanner = ds.Scanner.from_batches(iter(batches), schema=data.schema, columns={"mask": expr},
-                                      use_threads=False)
+    scanner = ds.Scanner.from_batches(iter(batches), schema=data.schema, columns={"mask": expr}, use_threads=False)
     try:
         mask = scanner.to_table().column("mask")
     except _ARROW_ERRORS as e:  # e.g. a division by zero, an overflow in some row

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -46,8 +46,9 @@ def row_address(fragment_id: int, offset) -> np.ndarray:
     return (np.uint64(fragment_id) << np.uint64(32)) + np.asarray(offset, dtype=np.uint64)
 
 
-def _live_runs(pos: np.ndarray, first: np.ndarray, length: np.ndarray, deleted: np.ndarray,
-               physical_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _live_runs(
+    pos: np.ndarray, first: np.ndarray, length: np.ndarray, deleted: np.ndarray, physical_rows: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cut runs ``(position, first_id, length)`` at deleted positions."""
     if not deleted.size:
         return pos, first, length
@@ -74,25 +75,27 @@ DENSE_MIN_POINTS = 4096
 
 
 def _duplicate(row_id, a, b) -> DuplicateRowIdError:
-    return DuplicateRowIdError(f"row id {int(row_id)} is live at two addresses ({int(a)} and {int(b)}); "
-                               "the table's row id sequences are corrupt")
+    return DuplicateRowIdError(
+        f"row id {int(row_id)} is live at two addresses ({int(a)} and {int(b)}); "
+        "the table's row id sequences are corrupt"
+    )
 
 
 @dataclass
 class RowIdIndex:
     """Live row id -> row address for one version of a table."""
 
-    run_first: np.ndarray   # uint64, sorted
-    run_end: np.ndarray     # uint64, exclusive
+    run_first: np.ndarray  # uint64, sorted
+    run_end: np.ndarray  # uint64, exclusive
     run_address: np.ndarray  # uint64, address of run_first
-    point_id: np.ndarray     # uint64, sorted (sparse single ids)
+    point_id: np.ndarray  # uint64, sorted (sparse single ids)
     point_address: np.ndarray  # uint64
-    table_base: int = 0      # dense single ids: table[id - table_base] (NO_ADDRESS = absent)
+    table_base: int = 0  # dense single ids: table[id - table_base] (NO_ADDRESS = absent)
     table: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     build_seconds: float = 0.0
 
     @classmethod
-    def build(cls, store: ObjectStore, fragments: Iterable[table_pb2.DataFragment]) -> "RowIdIndex":
+    def build(cls, store: ObjectStore, fragments: Iterable[table_pb2.DataFragment]) -> RowIdIndex:
         """Index the live rows of ``fragments`` (which must carry row id sequences)."""
         t0 = time.perf_counter()
         firsts, lengths, addrs = [], [], []
@@ -107,8 +110,9 @@ class RowIdIndex:
             if int(length.sum()) != frag.physical_rows:
                 from tessera.format.errors import CorruptFileError
 
-                raise CorruptFileError(None, f"fragment {frag.id} has {frag.physical_rows} rows but "
-                                             f"{int(length.sum())} row ids")
+                raise CorruptFileError(
+                    None, f"fragment {frag.id} has {frag.physical_rows} rows but {int(length.sum())} row ids"
+                )
             if frag.HasField("deletion_file"):
                 d = frag.deletion_file
                 path = ldeletion.deletion_file_path(frag.id, d)
@@ -127,7 +131,7 @@ class RowIdIndex:
         return index
 
     @classmethod
-    def from_runs(cls, first: np.ndarray, length: np.ndarray, address: np.ndarray) -> "RowIdIndex":
+    def from_runs(cls, first: np.ndarray, length: np.ndarray, address: np.ndarray) -> RowIdIndex:
         """Split runs from single ids, sort them, and check that no id is live twice."""
         first = np.asarray(first, np.uint64)
         length = np.asarray(length, np.int64)
@@ -178,13 +182,18 @@ class RowIdIndex:
         return index
 
     def __len__(self) -> int:
-        return (int((self.run_end - self.run_first).sum()) + int(self.point_id.size)
-                + int(np.count_nonzero(self.table != NO_ADDRESS)))
+        return (
+            int((self.run_end - self.run_first).sum())
+            + int(self.point_id.size)
+            + int(np.count_nonzero(self.table != NO_ADDRESS))
+        )
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.run_first, self.run_end, self.run_address, self.point_id,
-                                      self.point_address, self.table))
+        return sum(
+            a.nbytes
+            for a in (self.run_first, self.run_end, self.run_address, self.point_id, self.point_address, self.table)
+        )
 
     def lookup(self, row_ids) -> tuple[np.ndarray, np.ndarray]:
         """``(addresses, found)`` for ``row_ids``; ``addresses`` is 0 where not found."""
@@ -217,8 +226,10 @@ class RowIdIndex:
         return bool(self.lookup([row_id])[1][0])
 
     def __repr__(self) -> str:
-        return (f"RowIdIndex({len(self)} ids: {self.run_first.size} runs, {self.point_id.size} sparse points, "
-                f"{self.table.size} dense slots, {self.nbytes} bytes)")
+        return (
+            f"RowIdIndex({len(self)} ids: {self.run_first.size} runs, {self.point_id.size} sparse points, "
+            f"{self.table.size} dense slots, {self.nbytes} bytes)"
+        )
 
 
 def _check_address_fragment(frag: table_pb2.DataFragment, store: ObjectStore, seen: set[int]) -> None:
@@ -228,18 +239,23 @@ def _check_address_fragment(frag: table_pb2.DataFragment, store: ObjectStore, se
     from tessera.format.errors import CorruptFileError
 
     if frag.id > 0xFFFFFFFF or frag.id in seen:
-        raise CorruptFileError(store.uri, f"fragment id {frag.id} is {'repeated' if frag.id in seen else 'over 2**32'}: "
-                                          "row addresses would be ambiguous")
+        raise CorruptFileError(
+            store.uri,
+            f"fragment id {frag.id} is {'repeated' if frag.id in seen else 'over 2**32'}: "
+            "row addresses would be ambiguous",
+        )
     seen.add(frag.id)
     if frag.WhichOneof("row_id_sequence") is not None:
         raise CorruptFileError(
-            store.uri, f"fragment {frag.id} carries a row id sequence, but the manifest's reader feature flags "
-            "say the table has no stable row ids"
+            store.uri,
+            f"fragment {frag.id} carries a row id sequence, but the manifest's reader feature flags "
+            "say the table has no stable row ids",
         )
 
 
-def address_index_lookup(fragments: Iterable[table_pb2.DataFragment], store: ObjectStore,
-                         addresses) -> tuple[np.ndarray, np.ndarray]:
+def address_index_lookup(
+    fragments: Iterable[table_pb2.DataFragment], store: ObjectStore, addresses
+) -> tuple[np.ndarray, np.ndarray]:
     """``(addresses, found)`` for a table without stable row ids, where
     ``_rowid`` is the row address itself: checks fragment, bounds and deletions."""
     q = np.asarray(addresses, dtype=np.uint64).ravel()
@@ -256,8 +272,9 @@ def address_index_lookup(fragments: Iterable[table_pb2.DataFragment], store: Obj
         if frag.HasField("deletion_file") and ok.any():
             d = frag.deletion_file
             path = ldeletion.deletion_file_path(frag.id, d)
-            deleted = ldeletion.decode_for_fragment(store.read(path), d, frag.physical_rows,
-                                                    f"{store.uri}/{path}").astype(np.int64)
+            deleted = ldeletion.decode_for_fragment(
+                store.read(path), d, frag.physical_rows, f"{store.uri}/{path}"
+            ).astype(np.int64)
             ok &= ~np.isin(offset, deleted)
         found |= ok
     return np.where(found, q, np.uint64(0)), found
@@ -331,15 +348,15 @@ def take_rows(table, row_ids, columns=None, *, on_missing: str = "skip"):
     special = tuple(n for n in (ROW_ID, ROW_ADDRESS) if n not in table.schema.names)
     data_names = [n for n in names if n not in special]
     fields = fields_by_name(table._fields, data_names)
-    out_fields = [pa.field(n, pa.uint64(), nullable=False) if n in special else table.schema.field(n)
-                  for n in names]
+    out_fields = [pa.field(n, pa.uint64(), nullable=False) if n in special else table.schema.field(n) for n in names]
     schema = pa.schema(out_fields)
     addr, found = resolve(table, ids)
     if not found.all():
         if on_missing == "raise":
             missing = ids[~found]
-            raise RowIdNotFoundError(f"{missing.size} row ids are not live in version {table.version}, "
-                                     f"e.g. {missing[:5].tolist()}")
+            raise RowIdNotFoundError(
+                f"{missing.size} row ids are not live in version {table.version}, e.g. {missing[:5].tolist()}"
+            )
         ids, addr = ids[found], addr[found]
     if not ids.size:
         return schema.empty_table()

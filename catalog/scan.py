@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -58,13 +58,18 @@ def _check_row_id_fragments(fragments, store: ObjectStore, row_ids: bool) -> Non
     with_seq = 0
     for frag in fragments:
         if frag.id > 0xFFFFFFFF or frag.id in seen:
-            raise CorruptFileError(store.uri, f"fragment id {frag.id} is {'repeated' if frag.id in seen else 'over 2**32'}: "
-                                              "row addresses would be ambiguous")
+            raise CorruptFileError(
+                store.uri,
+                f"fragment id {frag.id} is {'repeated' if frag.id in seen else 'over 2**32'}: "
+                "row addresses would be ambiguous",
+            )
         seen.add(frag.id)
         with_seq += frag.WhichOneof("row_id_sequence") is not None
     if row_ids and 0 < with_seq < len(seen):
-        raise CorruptFileError(store.uri, f"{with_seq} of {len(seen)} fragments carry a row id sequence: "
-                                          "stable row ids need one in every fragment")
+        raise CorruptFileError(
+            store.uri,
+            f"{with_seq} of {len(seen)} fragments carry a row id sequence: stable row ids need one in every fragment",
+        )
 
 
 class Scan:
@@ -189,9 +194,11 @@ class Scan:
             else:
                 cols.append(batch.column(self.read_names.index(c)))
         if not cols:
-            return pa.RecordBatch.from_pydict({}, schema=self.schema) if len(positions) == 0 else pa.record_batch(
-                [pa.nulls(len(positions))], names=["_"]
-            ).select([])
+            return (
+                pa.RecordBatch.from_pydict({}, schema=self.schema)
+                if len(positions) == 0
+                else pa.record_batch([pa.nulls(len(positions))], names=["_"]).select([])
+            )
         return pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
     def reader(self) -> pa.RecordBatchReader:

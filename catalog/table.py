@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -61,8 +61,14 @@ def make_handler(uri: str, commit_store=None, retry: RetryPolicy | None = None) 
 class Table:
     """A Lance table at one version."""
 
-    def __init__(self, store: ObjectStore, mfile: mf.ManifestFile, *, handler: CommitHandler | None = None,
-                 max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        mfile: mf.ManifestFile,
+        *,
+        handler: CommitHandler | None = None,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    ) -> None:
         self._store = store
         self._mfile = mfile
         self._handler = handler or NativeCommitHandler()
@@ -85,7 +91,7 @@ class Table:
         commit_store=None,
         storage_options: dict | None = None,
         retry: RetryPolicy | None = None,
-    ) -> "Table":
+    ) -> Table:
         """Create a table from data (Arrow, pandas, ...) or from a pyarrow schema.
 
         ``commit_store`` names an external manifest store (``redis://...``,
@@ -121,16 +127,24 @@ class Table:
         for k, v in handler.config().items():
             txn.overwrite.config_upsert_values[k] = v
         try:
-            mfile = commit_transaction(store, txn, None, handler=handler, data_format=version, naming=scheme,
-                                       stable_row_ids=stable_row_ids)
+            mfile = commit_transaction(
+                store, txn, None, handler=handler, data_format=version, naming=scheme, stable_row_ids=stable_row_ids
+            )
         except CommitConflictError as exc:
             raise TableExistsError(f"a table was created at {store.uri} concurrently") from exc
         handler.bind(mfile.manifest, store.uri)
         return cls(store, mfile, handler=handler, max_rows_per_file=max_rows_per_file)
 
     @classmethod
-    def open(cls, uri: str, version: int | str | None = None, *, commit_store=None,
-             storage_options: dict | None = None, retry: RetryPolicy | None = None) -> "Table":
+    def open(
+        cls,
+        uri: str,
+        version: int | str | None = None,
+        *,
+        commit_store=None,
+        storage_options: dict | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Table:
         """Open the latest version, a version number, or a tag name.
 
         ``retry`` bounds the retries and read-backs of this table's commits."""
@@ -146,7 +160,8 @@ class Table:
                 handler.bind(tstore.load_manifest(store).manifest, store.uri)
                 raise CoordinatorMismatchError(
                     f"{store.uri} has versions on storage, but the {handler.kind} store at "
-                    f"{handler.config().get('tessera.commit.store')} has no rows for it (the table was committed without this store, "
+                    f"{handler.config().get('tessera.commit.store')} has no rows for it "
+                    "(the table was committed without this store, "
                     "or the store lost them); open it without commit_store, or with its own store"
                 ) from None
             raise
@@ -203,7 +218,7 @@ class Table:
     def latest_version(self) -> int:
         return self._handler.latest_version(self._store)
 
-    def refresh(self) -> "Table":
+    def refresh(self) -> Table:
         """Move this object to the latest version."""
         self._mfile = self._handler.load(self._store)
         self._load_schema()
@@ -213,12 +228,16 @@ class Table:
         """Finish half-done commits (external stores); returns what could not be finished."""
         return self._handler.repair(self._store)
 
-    def checkout(self, version: int | str) -> "Table":
+    def checkout(self, version: int | str) -> Table:
         """A new Table at ``version`` (a number or a tag)."""
         if isinstance(version, str):
             version = self.tags.get(version)["version"]
-        return Table(self._store, self._handler.load(self._store, version), handler=self._handler,
-                     max_rows_per_file=self.max_rows_per_file)
+        return Table(
+            self._store,
+            self._handler.load(self._store, version),
+            handler=self._handler,
+            max_rows_per_file=self.max_rows_per_file,
+        )
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r}, version={self.version}, rows={self.count_rows()})"
@@ -229,8 +248,9 @@ class Table:
         """Refuse before writing anything when the table needs a newer writer."""
         mf.check_flags(self.manifest, writing=True)
 
-    def _commit_txn(self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, deadline: float | None = None,
-                    **kw) -> mf.ManifestFile:
+    def _commit_txn(
+        self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, deadline: float | None = None, **kw
+    ) -> mf.ManifestFile:
         staging = getattr(self, "_staging", None)
         if staging is not None:  # inside a multi-table transaction: record, commit later
             return staging.stage(self, txn, base, **kw)
@@ -248,7 +268,7 @@ class Table:
         if cache is not None:
             cache.close()
 
-    def _run(self, build: Callable[["Table", mf.ManifestFile], transaction_pb2.Transaction | None]) -> None:
+    def _run(self, build: Callable[[Table, mf.ManifestFile], transaction_pb2.Transaction | None]) -> None:
         """Build a transaction on this version and commit it; when a concurrent
         commit conflicts, re-run ``build`` on the latest version (the handler's
         retry policy bounds it)."""
@@ -257,8 +277,11 @@ class Table:
         affected: dict = {}
 
         def make(base: mf.ManifestFile) -> transaction_pb2.Transaction | None:
-            view = self if base is self._mfile else Table(self._store, base, handler=self._handler,
-                                                          max_rows_per_file=self.max_rows_per_file)
+            view = (
+                self
+                if base is self._mfile
+                else Table(self._store, base, handler=self._handler, max_rows_per_file=self.max_rows_per_file)
+            )
             view._affected = {}
             txn = build(view, base)
             affected["rows"] = view._affected
@@ -276,12 +299,17 @@ class Table:
         reader = ldata.to_reader(data, schema)
         schema = schema or self._schema
         return write_fragments(
-            self._store, ldata.iter_batches(reader), schema, fields or self._fields, self.file_version, self.max_rows_per_file
+            self._store,
+            ldata.iter_batches(reader),
+            schema,
+            fields or self._fields,
+            self.file_version,
+            self.max_rows_per_file,
         )
 
     # -- writes --------------------------------------------------------------------------
 
-    def append(self, data) -> "Table":
+    def append(self, data) -> Table:
         """Append rows; their columns must match the table's (by name)."""
         self._check_writable()
         self._handler.bind(self.manifest, self.uri)
@@ -289,7 +317,7 @@ class Table:
         if not frags:
             return self
 
-        def build(view: "Table", base: mf.ManifestFile) -> transaction_pb2.Transaction:
+        def build(view: Table, base: mf.ManifestFile) -> transaction_pb2.Transaction:
             txn = new_transaction(base.version)
             txn.append.fragments.extend(frags)
             return txn
@@ -297,7 +325,7 @@ class Table:
         self._run(build)
         return self
 
-    def overwrite(self, data) -> "Table":
+    def overwrite(self, data) -> Table:
         """Replace every row; the new data may have a new schema."""
         self._check_writable()
         self._handler.bind(self.manifest, self.uri)
@@ -316,13 +344,13 @@ class Table:
         self._commit(txn, self._mfile)
         return self
 
-    def delete(self, predicate) -> "Table":
+    def delete(self, predicate) -> Table:
         from .mutations import build_delete
 
         self._run(lambda view, base: build_delete(view, predicate))
         return self
 
-    def update(self, values: dict, where=None) -> "Table":
+    def update(self, values: dict, where=None) -> Table:
         """Set columns to values or expressions (SQL strings or pyarrow
         expressions) on the rows matching ``where`` (all rows when None)."""
         from .mutations import build_update
@@ -357,13 +385,18 @@ class Table:
         stats: dict = {}
         self._run(
             lambda view, base: build_merge_insert(
-                view, source, [on] if isinstance(on, str) else list(on),
-                when_matched_update_all, when_not_matched_insert_all, when_not_matched_by_source_delete, stats,
+                view,
+                source,
+                [on] if isinstance(on, str) else list(on),
+                when_matched_update_all,
+                when_not_matched_insert_all,
+                when_not_matched_by_source_delete,
+                stats,
             )
         )
         return stats
 
-    def add_columns(self, columns) -> "Table":
+    def add_columns(self, columns) -> Table:
         """Add columns computed from expressions ({name: SQL or pyarrow
         expression}) or given as data (a table with one row per live row)."""
         from .mutations import build_add_columns
@@ -371,19 +404,19 @@ class Table:
         self._run(lambda view, base: build_add_columns(view, columns))
         return self
 
-    def drop_columns(self, names: Sequence[str]) -> "Table":
+    def drop_columns(self, names: Sequence[str]) -> Table:
         from .mutations import build_drop_columns
 
         self._run(lambda view, base: build_drop_columns(view, [names] if isinstance(names, str) else list(names)))
         return self
 
-    def rename_column(self, old: str, new: str) -> "Table":
+    def rename_column(self, old: str, new: str) -> Table:
         from .mutations import build_rename_column
 
         self._run(lambda view, base: build_rename_column(view, old, new))
         return self
 
-    def restore(self, version: int | str) -> "Table":
+    def restore(self, version: int | str) -> Table:
         """Make an older version (or tag) the latest, as a new version."""
         if isinstance(version, str):
             version = self.tags.get(version)["version"]
@@ -398,18 +431,55 @@ class Table:
 
     # -- reads ---------------------------------------------------------------------------
 
-    def scanner(self, columns=None, filter=None, limit=None, offset=None, batch_size=DEFAULT_BATCH_SIZE,
-                with_row_address: bool = False, with_row_id: bool = False) -> Scan:
-        return Scan(self._store, self.manifest.fragments, self._fields, self._schema, columns, filter, limit, offset,
-                    batch_size, with_row_address, with_row_id)
+    def scanner(
+        self,
+        columns=None,
+        filter=None,
+        limit=None,
+        offset=None,
+        batch_size=DEFAULT_BATCH_SIZE,
+        with_row_address: bool = False,
+        with_row_id: bool = False,
+    ) -> Scan:
+        return Scan(
+            self._store,
+            self.manifest.fragments,
+            self._fields,
+            self._schema,
+            columns,
+            filter,
+            limit,
+            offset,
+            batch_size,
+            with_row_address,
+            with_row_id,
+        )
 
-    def to_arrow(self, columns: Sequence[str] | None = None, filter=None, limit: int | None = None,
-                 offset: int | None = None, *, with_row_address: bool = False, with_row_id: bool = False) -> pa.Table:
-        return self.scanner(columns, filter, limit, offset, with_row_address=with_row_address, with_row_id=with_row_id).to_table()
+    def to_arrow(
+        self,
+        columns: Sequence[str] | None = None,
+        filter=None,
+        limit: int | None = None,
+        offset: int | None = None,
+        *,
+        with_row_address: bool = False,
+        with_row_id: bool = False,
+    ) -> pa.Table:
+        return self.scanner(
+            columns, filter, limit, offset, with_row_address=with_row_address, with_row_id=with_row_id
+        ).to_table()
 
-    def to_batches(self, columns: Sequence[str] | None = None, filter=None, limit: int | None = None,
-                   offset: int | None = None, *, batch_size: int = DEFAULT_BATCH_SIZE,
-                   with_row_address: bool = False, with_row_id: bool = False) -> pa.RecordBatchReader:
+    def to_batches(
+        self,
+        columns: Sequence[str] | None = None,
+        filter=None,
+        limit: int | None = None,
+        offset: int | None = None,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        with_row_address: bool = False,
+        with_row_id: bool = False,
+    ) -> pa.RecordBatchReader:
         return self.scanner(columns, filter, limit, offset, batch_size, with_row_address, with_row_id).reader()
 
     def to_pandas(self, **kw):
@@ -472,7 +542,9 @@ class Table:
         scan = self.scanner(columns=[], filter=filter)
         return sum(b.num_rows for b in scan.batches())
 
-    def take(self, indices: Sequence[int], columns: Sequence[str] | None = None, *, with_row_address: bool = False) -> pa.Table:
+    def take(
+        self, indices: Sequence[int], columns: Sequence[str] | None = None, *, with_row_address: bool = False
+    ) -> pa.Table:
         """Rows by position among the live rows (0 .. count_rows()-1)."""
         from .fragments import file_reader_cache
         from .scan import fields_by_name
@@ -485,7 +557,10 @@ class Table:
             raise InvalidArgumentError(f"take index out of range [0, {total})")
         names = list(columns) if columns is not None else list(self._schema.names)
         fields = fields_by_name(self._fields, names)
-        out_schema = pa.schema([self._schema.field(n) for n in names] + ([pa.field("_rowaddr", pa.uint64(), False)] if with_row_address else []))
+        out_schema = pa.schema(
+            [self._schema.field(n) for n in names]
+            + ([pa.field("_rowaddr", pa.uint64(), False)] if with_row_address else [])
+        )
         if idx.size == 0:
             return out_schema.empty_table()
         starts = np.concatenate([[0], np.cumsum(live)])
@@ -523,8 +598,13 @@ class Table:
         versions = self._handler.versions_after(self._store, 0)
         manifests = [self._handler.load(self._store, v) for v in versions]
         protect = self._handler.pending_paths()
-        return remove_orphans(self._store, referenced_paths(self._store, manifests),
-                              older_than if older_than is not None else DEFAULT_ORPHAN_AGE, protect, dry_run)
+        return remove_orphans(
+            self._store,
+            referenced_paths(self._store, manifests),
+            older_than if older_than is not None else DEFAULT_ORPHAN_AGE,
+            protect,
+            dry_run,
+        )
 
     # -- history -------------------------------------------------------------------------
 
@@ -538,15 +618,17 @@ class Table:
                 continue
             m = mfile.manifest
             added, removed = _row_delta(prev, m)
-            ts = dt.datetime.fromtimestamp(m.timestamp.seconds + m.timestamp.nanos / 1e9, tz=dt.timezone.utc)
-            out.append({
-                "version": v,
-                "timestamp": ts,
-                "operation": mfile.transaction.WhichOneof("operation") if mfile.transaction else None,
-                "rows_added": added,
-                "rows_removed": removed,
-                "rows": sum(fragment_live_rows(f) for f in m.fragments),
-            })
+            ts = dt.datetime.fromtimestamp(m.timestamp.seconds + m.timestamp.nanos / 1e9, tz=dt.UTC)
+            out.append(
+                {
+                    "version": v,
+                    "timestamp": ts,
+                    "operation": mfile.transaction.WhichOneof("operation") if mfile.transaction else None,
+                    "rows_added": added,
+                    "rows_removed": removed,
+                    "rows": sum(fragment_live_rows(f) for f in m.fragments),
+                }
+            )
             prev = m
         return out
 
@@ -566,19 +648,36 @@ class Table:
 
         return take_rows(self, row_ids, columns, on_missing=on_missing)
 
-    def compact(self, target_rows_per_fragment: int = 1024 * 1024, sort_by=None, *,
-                materialize_deletions: bool = True, materialize_deletions_threshold: float = 0.1,
-                external_sequences_over: int | None = None):
+    def compact(
+        self,
+        target_rows_per_fragment: int = 1024 * 1024,
+        sort_by=None,
+        *,
+        materialize_deletions: bool = True,
+        materialize_deletions_threshold: float = 0.1,
+        external_sequences_over: int | None = None,
+    ):
         """Merge small fragments and materialise deletions (row ids are kept);
         ``sort_by`` (column names) also sorts the rows.  Returns CompactionMetrics."""
         from .compaction import compact
 
-        return compact(self, target_rows_per_fragment, sort_by, materialize_deletions=materialize_deletions,
-                       materialize_deletions_threshold=materialize_deletions_threshold,
-                       external_sequences_over=external_sequences_over)
+        return compact(
+            self,
+            target_rows_per_fragment,
+            sort_by,
+            materialize_deletions=materialize_deletions,
+            materialize_deletions_threshold=materialize_deletions_threshold,
+            external_sequences_over=external_sequences_over,
+        )
 
-    def cleanup(self, older_than: dt.timedelta | dt.datetime = dt.timedelta(days=14), *, keep_tagged: bool = True,
-                orphan_age: dt.timedelta | None = dt.timedelta(days=1), dry_run: bool = False):
+    def cleanup(
+        self,
+        older_than: dt.timedelta | dt.datetime = dt.timedelta(days=14),
+        *,
+        keep_tagged: bool = True,
+        orphan_age: dt.timedelta | None = dt.timedelta(days=1),
+        dry_run: bool = False,
+    ):
         """Delete versions older than ``older_than`` (except the latest and, with
         ``keep_tagged``, tagged ones; the tags of removed versions are deleted)
         and every file only they needed, then failed commits' orphans older than
@@ -591,8 +690,16 @@ class Table:
             raise InvalidArgumentError("older_than must not be negative")
         tags = {name: int(t["version"]) for name, t in self.tags.list().items()}
         staged = self._handler.pending_paths()
-        report = cleanup_old_versions(self._store, self._handler, older_than, tagged=tags, keep_tagged=keep_tagged,
-                                      orphan_age=orphan_age, protect_staged=staged, dry_run=dry_run)
+        report = cleanup_old_versions(
+            self._store,
+            self._handler,
+            older_than,
+            tagged=tags,
+            keep_tagged=keep_tagged,
+            orphan_age=orphan_age,
+            protect_staged=staged,
+            dry_run=dry_run,
+        )
         if not dry_run:
             for name in report.orphaned_tags:
                 self.tags.delete(name)

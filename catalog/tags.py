@@ -18,7 +18,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Tags:
@@ -57,8 +57,14 @@ class Tags:
         size = self._store.size(f"{tstore.VERSIONS_DIR}/{versions[version]}")
         now = _now()
         return json.dumps(
-            {"branch": None, "version": version, "createdAt": created or now, "updatedAt": now,
-             "manifestSize": size, "metadata": {}},
+            {
+                "branch": None,
+                "version": version,
+                "createdAt": created or now,
+                "updatedAt": now,
+                "manifestSize": size,
+                "metadata": {},
+            },
             indent=2,
         ).encode()
 

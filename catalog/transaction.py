@@ -43,17 +43,29 @@ class _Staging:
         self.entries: list[_Staged] = []
         self._by_table: dict[int, _Staged] = {}
 
-    def stage(self, table, txn: transaction_pb2.Transaction, base: mf.ManifestFile, *, restore_from=None,
-              affected_rows=None, **_ignored) -> mf.ManifestFile:
+    def stage(
+        self,
+        table,
+        txn: transaction_pb2.Transaction,
+        base: mf.ManifestFile,
+        *,
+        restore_from=None,
+        affected_rows=None,
+        **_ignored,
+    ) -> mf.ManifestFile:
         entry = self._by_table.get(id(table))
         if entry is None:
             entry = self._by_table[id(table)] = _Staged(table)
             self.entries.append(entry)
         version = base.version + 1
         table._handler.bind(base.manifest, table.uri)
-        manifest = build_manifest(base.manifest, txn, version,
-                                  restore_from=restore_from.manifest if restore_from else None,
-                                  identity=table._handler.config())
+        manifest = build_manifest(
+            base.manifest,
+            txn,
+            version,
+            restore_from=restore_from.manifest if restore_from else None,
+            identity=table._handler.config(),
+        )
         op = txn.WhichOneof("operation")
         index = None if op == "overwrite" else (restore_from.index_section if restore_from else base.index_section)
         data = mf.write_manifest(manifest, txn, index)
@@ -95,8 +107,13 @@ class CatalogTransaction:
             )
         ms = self.catalog.manifest_store
         version = self._snapshot_version(ms, uri)
-        table = Table.open(uri, version=version, commit_store=ms, storage_options=self.catalog.storage_options,
-                           retry=self.catalog.retry)
+        table = Table.open(
+            uri,
+            version=version,
+            commit_store=ms,
+            storage_options=self.catalog.storage_options,
+            retry=self.catalog.retry,
+        )
         table._staging = self._staging
         self._tables[key] = table
         return table
@@ -116,7 +133,7 @@ class CatalogTransaction:
 
     # -- committing --------------------------------------------------------------------
 
-    def __enter__(self) -> "CatalogTransaction":
+    def __enter__(self) -> CatalogTransaction:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

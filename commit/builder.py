@@ -8,7 +8,7 @@ fresh row-id ranges from ``next_row_id``.
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from tessera.format import manifest as mf
 from tessera.format.protos import rowids_pb2, table_pb2, transaction_pb2
@@ -134,7 +134,9 @@ def build_manifest(
         _apply_update_map(m.table_metadata, uc.table_metadata_updates)
     elif op == "rewrite":
         rw = txn.rewrite
-        groups = list(rw.groups) or [transaction_pb2.Transaction.RewriteGroup(old_fragments=rw.old_fragments, new_fragments=rw.new_fragments)]
+        groups = list(rw.groups) or [
+            transaction_pb2.Transaction.RewriteGroup(old_fragments=rw.old_fragments, new_fragments=rw.new_fragments)
+        ]
         for g in groups:
             old = {f.id for f in g.old_fragments}
             kept = [f for f in m.fragments if f.id not in old]

@@ -87,8 +87,12 @@ def commit_transaction(
         cur = state["base"]
         target = (cur.version if cur else 0) + 1
         manifest = build_manifest(
-            cur.manifest if cur else None, txn, target, data_format=data_format,
-            restore_from=restore_from.manifest if restore_from else None, stable_row_ids=stable_row_ids,
+            cur.manifest if cur else None,
+            txn,
+            target,
+            data_format=data_format,
+            restore_from=restore_from.manifest if restore_from else None,
+            stable_row_ids=stable_row_ids,
             identity=handler.config(),  # per attempt: a rebase may have bound the incarnation
         )
         if op == "overwrite":
@@ -167,8 +171,9 @@ def commit_operation(
     return out[0]
 
 
-def _retry(policy: RetryPolicy, exc_type: type[BaseException], deadline: float, attempt: Callable[[], None],
-           what: str) -> None:
+def _retry(
+    policy: RetryPolicy, exc_type: type[BaseException], deadline: float, attempt: Callable[[], None], what: str
+) -> None:
     """Run ``attempt`` until it stops raising ``exc_type``, within the policy;
     TooMuchContentionError when the attempts or the time run out."""
     try:
@@ -183,8 +188,13 @@ def _retry(policy: RetryPolicy, exc_type: type[BaseException], deadline: float, 
         ) from None
 
 
-def _rebase(store: ObjectStore, handler: CommitHandler, txn: transaction_pb2.Transaction,
-            base: mf.ManifestFile, affected: dict[int, np.ndarray] | None) -> mf.ManifestFile:
+def _rebase(
+    store: ObjectStore,
+    handler: CommitHandler,
+    txn: transaction_pb2.Transaction,
+    base: mf.ManifestFile,
+    affected: dict[int, np.ndarray] | None,
+) -> mf.ManifestFile:
     """Check everything committed since ``base``; return the manifest to rebuild on."""
     base_frags = {f.id: f for f in base.manifest.fragments}
     plan = conflicts.Rebase()

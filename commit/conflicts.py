@@ -28,31 +28,47 @@ class Verdict(Enum):
 
 
 _OPS = [
-    "append", "delete", "update", "overwrite", "create_index", "rewrite", "merge", "project",
-    "data_replacement", "update_config", "reserve_fragments", "restore", "update_mem_wal_state",
-    "clone", "update_bases",
+    "append",
+    "delete",
+    "update",
+    "overwrite",
+    "create_index",
+    "rewrite",
+    "merge",
+    "project",
+    "data_replacement",
+    "update_config",
+    "reserve_fragments",
+    "restore",
+    "update_mem_wal_state",
+    "clone",
+    "update_bases",
 ]
 
 # committing (row) x committed (column), after Lance's conflict resolver
 _MATRIX_ROWS = {
-    "append":            "C C C X C C C C C C C X X C C",
-    "delete":            "C ? ? X C ? R C ? C C X X C C",
-    "update":            "C ? ? X C ? R C ? C C X X C C",
-    "overwrite":         "C C C ? C C C C C ? C C X C C",
-    "create_index":      "C C C X ? ? C C ? C C X X C C",
-    "rewrite":           "C ? ? X ? ? R C ? C C X C C C",
-    "merge":             "R R R X C R R X R C C X X C C",
-    "project":           "C C C X C C R R C C C X X C C",
-    "data_replacement":  "C C C X ? ? C C ? C C X X C C",
-    "update_config":     "C C C ? C C C C C ? C C C C C",
+    "append": "C C C X C C C C C C C X X C C",
+    "delete": "C ? ? X C ? R C ? C C X X C C",
+    "update": "C ? ? X C ? R C ? C C X X C C",
+    "overwrite": "C C C ? C C C C C ? C C X C C",
+    "create_index": "C C C X ? ? C C ? C C X X C C",
+    "rewrite": "C ? ? X ? ? R C ? C C X C C C",
+    "merge": "R R R X C R R X R C C X X C C",
+    "project": "C C C X C C R R C C C X X C C",
+    "data_replacement": "C C C X ? ? C C ? C C X X C C",
+    "update_config": "C C C ? C C C C C ? C C C C C",
     "reserve_fragments": "C C C X C C C C C C C X C C C",
-    "restore":           "C C C C C C C C C C C C X C C",
+    "restore": "C C C C C C C C C C C C X C C",
 }
 MATRIX: dict[tuple[str, str], Verdict] = {}
 for _ours, _row in _MATRIX_ROWS.items():
     for _theirs, _cell in zip(_OPS, _row.split()):
-        MATRIX[(_ours, _theirs)] = {"C": Verdict.COMPATIBLE, "?": Verdict.CHECK, "R": Verdict.RETRYABLE,
-                                    "X": Verdict.INCOMPATIBLE}[_cell]
+        MATRIX[(_ours, _theirs)] = {
+            "C": Verdict.COMPATIBLE,
+            "?": Verdict.CHECK,
+            "R": Verdict.RETRYABLE,
+            "X": Verdict.INCOMPATIBLE,
+        }[_cell]
 
 
 class RetryableConflict(Exception):
@@ -120,8 +136,12 @@ class Rebase:
     needs_merge: set[int] = field(default_factory=set)
 
 
-def check(ours: transaction_pb2.Transaction, theirs: transaction_pb2.Transaction | None,
-          base_fragments: dict[int, table_pb2.DataFragment], rebase: Rebase) -> None:
+def check(
+    ours: transaction_pb2.Transaction,
+    theirs: transaction_pb2.Transaction | None,
+    base_fragments: dict[int, table_pb2.DataFragment],
+    rebase: Rebase,
+) -> None:
     """Raise RetryableConflict / Incompatible, or record what a rebase needs."""
     mine, other = op_of(ours), op_of(theirs)
     if other is None:
@@ -149,7 +169,9 @@ def check(ours: transaction_pb2.Transaction, theirs: transaction_pb2.Transaction
     if mine in ("delete", "update") and other in ("delete", "update"):
         if overlap & (_removed(theirs) | _removed(ours)):
             raise RetryableConflict(f"this {mine} and a concurrent {other} removed the same fragments")
-        theirs_frags = {f.id: f for f in (theirs.delete.updated_fragments if other == "delete" else theirs.update.updated_fragments)}
+        theirs_frags = {
+            f.id: f for f in (theirs.delete.updated_fragments if other == "delete" else theirs.update.updated_fragments)
+        }
         for fid in overlap:
             before, after = base_fragments.get(fid), theirs_frags.get(fid)
             if before is None or after is None or list(before.files) != list(after.files):
@@ -159,8 +181,13 @@ def check(ours: transaction_pb2.Transaction, theirs: transaction_pb2.Transaction
     raise RetryableConflict(f"this {mine} and a concurrent {other} touched fragments {sorted(overlap)}")
 
 
-def merge_deletions(store: ObjectStore, ours: transaction_pb2.Transaction, latest: table_pb2.Manifest,
-                    affected: dict[int, np.ndarray], fragment_ids: set[int]) -> None:
+def merge_deletions(
+    store: ObjectStore,
+    ours: transaction_pb2.Transaction,
+    latest: table_pb2.Manifest,
+    affected: dict[int, np.ndarray],
+    fragment_ids: set[int],
+) -> None:
     """Rebase our deletion files onto the latest ones for ``fragment_ids``."""
     if not fragment_ids:
         return

@@ -7,7 +7,7 @@ simulate a crash between two steps, which no real store can be asked to do).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 _actions: dict[str, Callable[[], None]] = {}
 

@@ -69,8 +69,13 @@ CONFIG_COORDINATOR = "tessera.commit.coordinator"
 CONFIG_STORE = "tessera.commit.store"
 CONFIG_STORE_ID = "tessera.commit.store_id"
 __all__ = [
-    "CONFIG_COORDINATOR", "CONFIG_INCARNATION", "CONFIG_STORE", "CONFIG_STORE_ID", "CommitHandler",
-    "ExternalCommitHandler", "NativeCommitHandler",
+    "CONFIG_COORDINATOR",
+    "CONFIG_INCARNATION",
+    "CONFIG_STORE",
+    "CONFIG_STORE_ID",
+    "CommitHandler",
+    "ExternalCommitHandler",
+    "NativeCommitHandler",
 ]
 
 
@@ -109,8 +114,16 @@ class CommitHandler(Protocol):
             StoreIdentityMismatchError: the store at this address is not the recorded one.
             IncarnationMismatchError: the handler is bound to another incarnation."""
 
-    def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str,
-               base: mf.ManifestFile | None, deadline: float | None = None) -> None:
+    def commit(
+        self,
+        store: ObjectStore,
+        version: int,
+        data: bytes,
+        scheme: mf.NamingScheme,
+        txn_uuid: str,
+        base: mf.ManifestFile | None,
+        deadline: float | None = None,
+    ) -> None:
         """Create ``version`` from the manifest bytes ``data`` built on ``base``.
 
         Returns only when the manifest at the final name is this writer's.
@@ -161,8 +174,9 @@ class CommitHandler(Protocol):
 # ---------------------------------------------------------------------------- shared
 
 
-def _bind_incarnation(handler: "NativeCommitHandler | ExternalCommitHandler", manifest: table_pb2.Manifest,
-                      uri: str) -> None:
+def _bind_incarnation(
+    handler: NativeCommitHandler | ExternalCommitHandler, manifest: table_pb2.Manifest, uri: str
+) -> None:
     inc = incarnation_of(manifest)
     if inc is None:
         return  # a table from before incarnations (or a foreign writer dropped config): adopted on write
@@ -248,8 +262,16 @@ class NativeCommitHandler:
             "the table was dropped and recreated since (nothing was written); reopen it"
         )
 
-    def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str,
-               base: mf.ManifestFile | None, deadline: float | None = None) -> None:
+    def commit(
+        self,
+        store: ObjectStore,
+        version: int,
+        data: bytes,
+        scheme: mf.NamingScheme,
+        txn_uuid: str,
+        base: mf.ManifestFile | None,
+        deadline: float | None = None,
+    ) -> None:
         self.check_store(store)
         if base is not None:
             self.verify_base(store, base)
@@ -273,8 +295,9 @@ class NativeCommitHandler:
                 # not there: it did not happen (a lost create would be visible now); try again
         raise CommitOutcomeUnknownError(f"creating {store.uri}/{path} kept failing; check the table's history")
 
-    def _owner(self, store: ObjectStore, path: str, deadline: float | None,
-               cause: BaseException | None = None) -> str | None:
+    def _owner(
+        self, store: ObjectStore, path: str, deadline: float | None, cause: BaseException | None = None
+    ) -> str | None:
         """The transaction uuid of the manifest at ``path`` (None: absent;
         "?" when it exists but names none)."""
 
@@ -319,8 +342,13 @@ class NativeCommitHandler:
 class ExternalCommitHandler:
     """Stage, reserve in a manifest store, publish (create-only), flip, delete staged."""
 
-    def __init__(self, manifest_store: ManifestStore, table_key: str, incarnation: str | None = None,
-                 policy: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        manifest_store: ManifestStore,
+        table_key: str,
+        incarnation: str | None = None,
+        policy: RetryPolicy | None = None,
+    ) -> None:
         self.ms = manifest_store
         self.kind = manifest_store.kind
         self.table_key = table_key
@@ -347,8 +375,11 @@ class ExternalCommitHandler:
                 f"{uri} is coordinated by {recorded!r}"
                 + (f" ({cfg.get(CONFIG_STORE)})" if recorded != "native" else "")
                 + f", but this writer uses {self.kind!r}; mixing coordinators loses commits. "
-                + ("Open it with commit_store=<that store's URL>." if recorded != "native"
-                   else "Open it without commit_store.")
+                + (
+                    "Open it with commit_store=<that store's URL>."
+                    if recorded != "native"
+                    else "Open it without commit_store."
+                )
             )
         self.check_store_identity(cfg, uri)
         _bind_incarnation(self, manifest, uri)
@@ -378,27 +409,43 @@ class ExternalCommitHandler:
         need not call this; rebases and failed reads do)."""
         row = self.policy.read_back(lambda: self.ms.get(self.table_key, base.version))
         mine = transaction_uuid(base)
-        if row is not None and (not self.bound or row.incarnation == self.incarnation) and (
-                mine is None or row.transaction_uuid == mine):
+        if (
+            row is not None
+            and (not self.bound or row.incarnation == self.incarnation)
+            and (mine is None or row.transaction_uuid == mine)
+        ):
             return
         raise IncarnationMismatchError(
             f"version {base.version} of {self.table_key} is not the one this writer read "
-            + ("(it is gone)" if row is None else f"(incarnation {row.incarnation}, transaction {row.transaction_uuid})")
+            + (
+                "(it is gone)"
+                if row is None
+                else f"(incarnation {row.incarnation}, transaction {row.transaction_uuid})"
+            )
             + ": the table was dropped and recreated since (nothing was written); reopen it"
         )
 
     # -- writing -----------------------------------------------------------------------
 
-    def commit(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str,
-               base: mf.ManifestFile | None, deadline: float | None = None) -> None:
+    def commit(
+        self,
+        store: ObjectStore,
+        version: int,
+        data: bytes,
+        scheme: mf.NamingScheme,
+        txn_uuid: str,
+        base: mf.ManifestFile | None,
+        deadline: float | None = None,
+    ) -> None:
         final = tstore.manifest_path(version, scheme)
         record = self.stage(store, version, data, scheme, txn_uuid)
         self.reserve(store, record, deadline)
         faults.point(faults.RESERVED)
         self.complete(store, record, final, data, deadline)
 
-    def stage(self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme,
-              txn_uuid: str) -> VersionRecord:
+    def stage(
+        self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str
+    ) -> VersionRecord:
         """Write the staged manifest; the record to reserve for it."""
         final = tstore.manifest_path(version, scheme)
         staged = f"{final}-{uuid.uuid4()}"
@@ -406,8 +453,9 @@ class ExternalCommitHandler:
         faults.point(faults.STAGED)
         return VersionRecord(self.table_key, version, staged, len(data), txn_uuid, self.incarnation)
 
-    def complete(self, store: ObjectStore, record: VersionRecord, final: str, data: bytes,
-                 deadline: float | None = None) -> None:
+    def complete(
+        self, store: ObjectStore, record: VersionRecord, final: str, data: bytes, deadline: float | None = None
+    ) -> None:
         """After our reservation: publish, flip, delete staged.  Raises
         CommitConflictError when a foreign writer's manifest took the final
         name (the row is adopted for it), CommitOutcomeUnknownError when the
@@ -421,8 +469,12 @@ class ExternalCommitHandler:
             store.delete(record.path)
         except (StoreError, OSError) as exc:
             # the final manifest is ours and in place: a later open flips the row
-            log.warning("%s: version %d committed; flipping its row failed (%s), a later open finishes it",
-                        store.uri, record.version, exc)
+            log.warning(
+                "%s: version %d committed; flipping its row failed (%s), a later open finishes it",
+                store.uri,
+                record.version,
+                exc,
+            )
 
     def reserve(self, store: ObjectStore, record: VersionRecord, deadline: float | None = None) -> None:
         """Reserve ``record``; on an ambiguous answer, read it back with patience."""
@@ -465,8 +517,9 @@ class ExternalCommitHandler:
                 "commit if it happened"
             ) from exc
 
-    def publish(self, store: ObjectStore, record: VersionRecord, final: str, data: bytes | None,
-                deadline: float | None = None) -> bool:
+    def publish(
+        self, store: ObjectStore, record: VersionRecord, final: str, data: bytes | None, deadline: float | None = None
+    ) -> bool:
         """Create the row's manifest at ``final`` (create-only).  True when the
         manifest there is the row's; False when it is a foreign writer's (the
         row is then adopted for that writer and our staged copy deleted)."""
@@ -505,9 +558,14 @@ class ExternalCommitHandler:
 
     def _adopt_row(self, store: ObjectStore, record: VersionRecord, final: str, owner: str) -> None:
         adopted = self.ms.adopt(record.table_key, record.version, record.path, final, owner)
-        log.warning("%s: version %d was committed by a writer outside the manifest store (transaction %s); "
-                    "the store now records it as theirs%s", store.uri, record.version, owner,
-                    "" if adopted else " (someone else recorded it first)")
+        log.warning(
+            "%s: version %d was committed by a writer outside the manifest store (transaction %s); "
+            "the store now records it as theirs%s",
+            store.uri,
+            record.version,
+            owner,
+            "" if adopted else " (someone else recorded it first)",
+        )
         try:
             store.delete(record.path)
         except (StoreError, OSError):
@@ -554,13 +612,18 @@ class ExternalCommitHandler:
             found = VersionRecord(self.table_key, row.version + 1, nxt, len(data), owner, row.incarnation)
             try:
                 self.ms.reserve(found)
-                log.warning("%s: version %d was committed by a writer outside the manifest store "
-                            "(transaction %s); recorded it", store.uri, found.version, owner)
+                log.warning(
+                    "%s: version %d was committed by a writer outside the manifest store (transaction %s); recorded it",
+                    store.uri,
+                    found.version,
+                    owner,
+                )
             except VersionExistsError:
                 pass  # a writer reserved it meanwhile: its row is read below (and finished)
             except StoreError as exc:
-                log.warning("%s: cannot record version %d committed outside the store (%s)",
-                            store.uri, found.version, exc)
+                log.warning(
+                    "%s: cannot record version %d committed outside the store (%s)", store.uri, found.version, exc
+                )
                 return row
             got = self.ms.get(self.table_key, found.version)
             if got is None:

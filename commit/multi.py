@@ -29,7 +29,12 @@ from typing import Protocol
 
 from tessera.format import manifest as mf
 from tessera.format.protos import transaction_pb2
-from tessera.stores.errors import AmbiguousStoreError, IncarnationMismatchError, StoreUnavailableError, VersionExistsError
+from tessera.stores.errors import (
+    AmbiguousStoreError,
+    IncarnationMismatchError,
+    StoreUnavailableError,
+    VersionExistsError,
+)
 from tessera.stores.manifest_store import ManifestStore, VersionRecord
 from tessera.stores.object_store import ObjectStore
 
@@ -72,8 +77,10 @@ def commit_many(ms: MultiTableStore, versions: list[TableVersion], policy: Retry
     deadline = policy.deadline()
     records: list[VersionRecord] = []
     for v in versions:
-        v.store.put(f"{tstore.TRANSACTIONS_DIR}/{mf.transaction_file_name(v.txn.read_version, v.txn.uuid)}",
-                    v.txn.SerializeToString())
+        v.store.put(
+            f"{tstore.TRANSACTIONS_DIR}/{mf.transaction_file_name(v.txn.read_version, v.txn.uuid)}",
+            v.txn.SerializeToString(),
+        )
         records.append(v.handler.stage(v.store, v.version, v.data, v.scheme, v.txn.uuid))
     _reserve_all(ms, versions, records, policy, deadline)
     faults.point(faults.RESERVED)
@@ -85,8 +92,12 @@ def commit_many(ms: MultiTableStore, versions: list[TableVersion], policy: Retry
         except CommitConflictError:
             lost.append(v.label)
         except CommitOutcomeUnknownError as exc:
-            log.warning("%s: version %d is committed; publishing it failed (%s), a later open finishes it",
-                        v.label, v.version, exc)
+            log.warning(
+                "%s: version %d is committed; publishing it failed (%s), a later open finishes it",
+                v.label,
+                v.version,
+                exc,
+            )
             unknown.append(v.label)
         else:
             tstore.write_hint(v.store, v.version)
@@ -99,8 +110,13 @@ def commit_many(ms: MultiTableStore, versions: list[TableVersion], policy: Retry
         )
 
 
-def _reserve_all(ms: MultiTableStore, versions: list[TableVersion], records: list[VersionRecord],
-                 policy: RetryPolicy, deadline: float) -> None:
+def _reserve_all(
+    ms: MultiTableStore,
+    versions: list[TableVersion],
+    records: list[VersionRecord],
+    policy: RetryPolicy,
+    deadline: float,
+) -> None:
     def drop_staged() -> None:
         for v, rec in zip(versions, records):
             v.store.delete(rec.path)
@@ -123,8 +139,11 @@ def _reserve_all(ms: MultiTableStore, versions: list[TableVersion], records: lis
             if all(row is not None and row.transaction_uuid == r.transaction_uuid for row, r in zip(rows, records)):
                 return  # an earlier attempt of ours landed
             drop_staged()
-            taken = [v.label for v, row, r in zip(versions, rows, records)
-                     if row is not None and row.transaction_uuid != r.transaction_uuid]
+            taken = [
+                v.label
+                for v, row, r in zip(versions, rows, records)
+                if row is not None and row.transaction_uuid != r.transaction_uuid
+            ]
             raise CommitConflictError(records[0].version, f"tables {taken} changed concurrently") from exc
         except IncarnationMismatchError:
             drop_staged()
@@ -136,7 +155,9 @@ def _reserve_all(ms: MultiTableStore, versions: list[TableVersion], records: lis
                 return
             if any(row is not None and not mine for row, mine in zip(rows, ours)):
                 drop_staged()
-                raise CommitConflictError(records[0].version, "a table in the transaction changed concurrently") from exc
+                raise CommitConflictError(
+                    records[0].version, "a table in the transaction changed concurrently"
+                ) from exc
             if any(ours):  # cannot happen with one database transaction
                 raise CommitOutcomeUnknownError(f"only some rows of the transaction are visible: {ours}") from exc
             if attempt == 3:

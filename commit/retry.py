@@ -74,14 +74,14 @@ class RetryPolicy:
     # -- construction -----------------------------------------------------------------
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str] | None, prefix: str = PROPERTY_PREFIX) -> "RetryPolicy":
+    def from_properties(cls, props: Mapping[str, str] | None, prefix: str = PROPERTY_PREFIX) -> RetryPolicy:
         """A policy from ``{prefix}max-attempts``-style properties (others ignored)."""
         values: dict[str, float | int] = {}
         names = {f.name.replace("_", "-"): f for f in fields(cls)}
         for key, raw in (props or {}).items():
             if not key.startswith(prefix):
                 continue
-            name = key[len(prefix):]
+            name = key[len(prefix) :]
             f = names.get(name)
             if f is None:
                 raise InvalidRetryPolicyError(
@@ -93,7 +93,7 @@ class RetryPolicy:
                 raise InvalidRetryPolicyError(f"retry property {key!r} must be a number, got {raw!r}") from None
         return cls(**values)  # type: ignore[arg-type]
 
-    def with_(self, **changes: float) -> "RetryPolicy":
+    def with_(self, **changes: float) -> RetryPolicy:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     # -- use --------------------------------------------------------------------------
@@ -102,8 +102,9 @@ class RetryPolicy:
         """The monotonic time at which an operation starting now must stop."""
         return time.monotonic() + self.max_seconds
 
-    def retrying(self, exc_types: type[BaseException] | tuple[type[BaseException], ...],
-                 deadline: float | None = None) -> Retrying:
+    def retrying(
+        self, exc_types: type[BaseException] | tuple[type[BaseException], ...], deadline: float | None = None
+    ) -> Retrying:
         """A tenacity loop retrying ``exc_types`` within the attempts and the
         shared ``deadline`` (default: ``max_seconds`` from now)."""
         end = deadline if deadline is not None else self.deadline()

@@ -60,7 +60,9 @@ def load_manifest(store: ObjectStore, version: int | None = None) -> mf.Manifest
     if mfile.manifest.version != version:
         from tessera.format.errors import CorruptFileError
 
-        raise CorruptFileError(f"{store.uri}/{path}", f"manifest says version {mfile.manifest.version}, its name says {version}")
+        raise CorruptFileError(
+            f"{store.uri}/{path}", f"manifest says version {mfile.manifest.version}, its name says {version}"
+        )
     return mfile
 
 

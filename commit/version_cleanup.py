@@ -62,7 +62,7 @@ class VersionCleanupReport:
 def _cutoff(older_than: dt.timedelta | dt.datetime, now: float | None) -> float:
     if isinstance(older_than, dt.datetime):
         if older_than.tzinfo is None:
-            older_than = older_than.replace(tzinfo=dt.timezone.utc)
+            older_than = older_than.replace(tzinfo=dt.UTC)
         return older_than.timestamp()
     if isinstance(older_than, dt.timedelta):
         if older_than < dt.timedelta(0):
@@ -128,12 +128,7 @@ def cleanup_old_versions(
     kept, removed = [], []
     for v in versions:
         mfile = _load(store, handler, v, names)
-        keep = (
-            v >= latest
-            or v == newest_listed
-            or v in tagged_versions
-            or _timestamp(mfile.manifest) >= cutoff
-        )
+        keep = v >= latest or v == newest_listed or v in tagged_versions or _timestamp(mfile.manifest) >= cutoff
         (kept if keep else removed).append(mfile)
     report.kept_versions = [m.version for m in kept]
     report.removed_versions = [m.version for m in removed]
@@ -159,6 +154,11 @@ def cleanup_old_versions(
     if orphan_age is not None:
         report.orphans = remove_orphans(store, keep_paths, orphan_age, protect_staged, dry_run)
         report.bytes_removed += report.orphans.bytes_removed
-    log.info("%s: removed %d versions and %d files (%d bytes)", store.uri, len(report.removed_versions),
-             len(report.removed_files), report.bytes_removed)
+    log.info(
+        "%s: removed %d versions and %d files (%d bytes)",
+        store.uri,
+        len(report.removed_versions),
+        len(report.removed_files),
+        report.bytes_removed,
+    )
     return report

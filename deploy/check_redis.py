@@ -31,8 +31,11 @@ except ImportError:  # run from a checkout without `pip install -e .`
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("url", help="redis://[user:password@]host:port/db")
     parser.add_argument("--wait-replicas", type=int, default=0, help="replicas each write will WAIT for")
     parser.add_argument("--connect-timeout", type=float, default=2.0)

@@ -27,15 +27,19 @@ def _answers(host: str, port: int, timeout: float = 2.0) -> bool:
 class LocalStack:
     """moto for S3/DynamoDB plus checks of the services the machine runs."""
 
-    def __init__(self, moto_port: int = 0, redis_url: str = "redis://127.0.0.1:6379/0",
-                 postgres_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
-                 mysql_url: str | None = None) -> None:
+    def __init__(
+        self,
+        moto_port: int = 0,
+        redis_url: str = "redis://127.0.0.1:6379/0",
+        postgres_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+        mysql_url: str | None = None,
+    ) -> None:
         self.moto_port = moto_port
         self.redis_url, self.postgres_url, self.mysql_url = redis_url, postgres_url, mysql_url
         self._server = None
         self.endpoint = None
 
-    def start(self) -> "LocalStack":
+    def start(self) -> LocalStack:
         from moto.server import ThreadedMotoServer
 
         port = self.moto_port
@@ -58,7 +62,9 @@ class LocalStack:
         import redis
         import sqlalchemy as sa
 
-        out = {"moto": "ok" if self.endpoint and _answers("127.0.0.1", int(self.endpoint.rsplit(":", 1)[1])) else "down"}
+        out = {
+            "moto": "ok" if self.endpoint and _answers("127.0.0.1", int(self.endpoint.rsplit(":", 1)[1])) else "down"
+        }
         try:
             redis.Redis.from_url(self.redis_url, socket_connect_timeout=2).ping()
             out["redis"] = "ok"
@@ -82,7 +88,7 @@ class LocalStack:
             self._server.stop()
             self._server = None
 
-    def __enter__(self) -> "LocalStack":
+    def __enter__(self) -> LocalStack:
         return self.start()
 
     def __exit__(self, *exc) -> None:

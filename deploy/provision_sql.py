@@ -29,8 +29,11 @@ except ImportError:  # run from a checkout without `pip install -e .`
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("url", help="SQLAlchemy URL of the database")
     parser.add_argument("--check", action="store_true", help="only report the current and head revisions")
     parser.add_argument("--revision", default="head", help="upgrade to this revision (default: head)")

@@ -25,7 +25,7 @@ import datetime as dt
 import json
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 try:
     from tessera.catalog import spark as tessera_spark
@@ -48,8 +48,14 @@ def table_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every Tessera Spark job takes to address a table."""
     parser.add_argument("--table", required=True, help="table URI, e.g. s3://bucket/events")
     parser.add_argument("--commit-store", help="manifest store URL coordinating commits, e.g. redis://host:6379/0")
-    parser.add_argument("--storage-option", action="append", type=storage_option, default=[], metavar="KEY=VALUE",
-                        help="one storage option (endpoint_url, region, ...); repeat as needed")
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        type=storage_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="one storage option (endpoint_url, region, ...); repeat as needed",
+    )
 
 
 def writer_options(args: argparse.Namespace) -> dict[str, str]:
@@ -71,7 +77,7 @@ def get_spark(app: str):
 
 def day_of_events(spark, day: dt.date, events: int, partitions: int):
     """``events`` events spread over ``day`` (UTC)."""
-    start = int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp())
+    start = int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp())
     types = ", ".join(f"'{t}'" for t in EVENT_TYPES)
     return spark.range(0, events, numPartitions=partitions).selectExpr(
         f"{start}000000 + id AS event_id",
@@ -86,8 +92,12 @@ def day_of_events(spark, day: dt.date, events: int, partitions: int):
 def main(argv: Sequence[str] | None = None, spark=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     table_arguments(parser)
-    parser.add_argument("--date", type=dt.date.fromisoformat, default=dt.date.today() - dt.timedelta(days=1),
-                        help="the day to append (YYYY-MM-DD; default yesterday)")
+    parser.add_argument(
+        "--date",
+        type=dt.date.fromisoformat,
+        default=dt.date.today() - dt.timedelta(days=1),
+        help="the day to append (YYYY-MM-DD; default yesterday)",
+    )
     parser.add_argument("--events", type=int, default=100_000, help="number of events (default 100000)")
     parser.add_argument("--partitions", type=int, default=4, help="Spark partitions = data files (default 4)")
     args = parser.parse_args(argv)
@@ -100,8 +110,13 @@ def main(argv: Sequence[str] | None = None, spark=None) -> dict:
     df.write.format("tessera").mode("append").options(**opts).save(args.table)
 
     table = Table.open(args.table, commit_store=args.commit_store, storage_options=dict(args.storage_option))
-    summary = {"table": args.table, "date": args.date.isoformat(), "events": args.events,
-               "version": table.version, "rows": table.count_rows()}
+    summary = {
+        "table": args.table,
+        "date": args.date.isoformat(),
+        "events": args.events,
+        "version": table.version,
+        "rows": table.count_rows(),
+    }
     print(json.dumps(summary), flush=True)
     return summary
 

@@ -22,7 +22,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared helpers next to this file
 from spark_append_events import get_spark, table_arguments, writer_options  # noqa: E402

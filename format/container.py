@@ -19,8 +19,9 @@ writes and parses the metadata, and checks every offset it is given.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any as _Any, Sequence
+from typing import Any as _Any
 
 import pyarrow as pa
 from google.protobuf import any_pb2
@@ -63,8 +64,7 @@ def version_from_footer(major: int, minor: int, path: str | None = None) -> str:
     if (major, minor) == (2, 2):
         return "2.2"
     raise UnsupportedEncodingError(
-        f"{path or 'data file'}: file format version {major}.{minor} is not supported "
-        f"(Tessera reads 2.0, 2.1 and 2.2)"
+        f"{path or 'data file'}: file format version {major}.{minor} is not supported (Tessera reads 2.0, 2.1 and 2.2)"
     )
 
 
@@ -139,12 +139,14 @@ class Footer:
         )
 
     @classmethod
-    def unpack(cls, data: bytes, file_size: int, path: str | None) -> "Footer":
+    def unpack(cls, data: bytes, file_size: int, path: str | None) -> Footer:
         if len(data) < FOOTER_SIZE:
             raise TruncatedFileError(path, f"file is {file_size} bytes, shorter than the 40-byte footer")
         cm, cmo, gbo, ngb, ncols, major, minor, magic = FOOTER.unpack(data[-FOOTER_SIZE:])
         if magic != MAGIC:
-            raise CorruptFileError(path, f"footer magic is {magic!r}, expected {MAGIC!r} (not a Lance data file, or truncated)")
+            raise CorruptFileError(
+                path, f"footer magic is {magic!r}, expected {MAGIC!r} (not a Lance data file, or truncated)"
+            )
         end = file_size - FOOTER_SIZE
         if not (cm <= cmo <= gbo <= end):
             raise CorruptFileError(
@@ -261,7 +263,9 @@ class ContainerReader:
             raise CorruptFileError(self.path, "file has no global buffers, so no FileDescriptor (schema) to read")
         for pos, length in self.global_buffers:
             if pos + length > f.cmo_table_pos:
-                raise CorruptFileError(self.path, f"global buffer [{pos}, {pos + length}) runs into the metadata tables")
+                raise CorruptFileError(
+                    self.path, f"global buffer [{pos}, {pos + length}) runs into the metadata tables"
+                )
         meta_start = min([f.column_meta_start] + [p for p, _ in self.global_buffers[:1]])
         if meta_start < tail_start:
             extra = io.read_ranges([(meta_start, tail_start - meta_start)])[0]
@@ -305,13 +309,18 @@ class ContainerReader:
         if cm is None:
             pos, length = self.column_offsets[index]
             cm = parse_proto(
-                file2_pb2.ColumnMetadata, self._slice(self._tail, self._tail_start, pos, length), self.path, f"column {index} metadata"
+                file2_pb2.ColumnMetadata,
+                self._slice(self._tail, self._tail_start, pos, length),
+                self.path,
+                f"column {index} metadata",
             )
             if not cm.HasField("encoding"):
                 raise CorruptFileError(self.path, f"column {index} is missing its encoding")
             for p, page in enumerate(cm.pages):
                 if len(page.buffer_offsets) != len(page.buffer_sizes):
-                    raise CorruptFileError(self.path, f"column {index} page {p}: buffer offsets and sizes differ in count")
+                    raise CorruptFileError(
+                        self.path, f"column {index} page {p}: buffer offsets and sizes differ in count"
+                    )
                 for off, n in zip(page.buffer_offsets, page.buffer_sizes):
                     if off + n > self.footer.column_meta_start:
                         raise CorruptFileError(

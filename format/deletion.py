@@ -80,7 +80,9 @@ def _decode_arrow(data: bytes, path: str | None) -> np.ndarray:
         if not schema.equals(SCHEMA):
             raise CorruptFileError(path, f"deletion file schema is {schema}, expected {SCHEMA}")
         if reader.num_record_batches != 1:
-            raise CorruptFileError(path, f"expected exactly one batch in deletion file, got {reader.num_record_batches}")
+            raise CorruptFileError(
+                path, f"expected exactly one batch in deletion file, got {reader.num_record_batches}"
+            )
         batch = reader.get_batch(0)
         batch.validate(full=True)  # offsets, lengths and buffer sizes agree
         col = batch.column(0)
@@ -92,7 +94,9 @@ def _decode_arrow(data: bytes, path: str | None) -> np.ndarray:
     return np.unique(rows.astype(np.uint32, copy=False))
 
 
-def decode_for_fragment(data: bytes, d: table_pb2.DeletionFile, physical_rows: int, path: str | None = None) -> np.ndarray:
+def decode_for_fragment(
+    data: bytes, d: table_pb2.DeletionFile, physical_rows: int, path: str | None = None
+) -> np.ndarray:
     """The deleted row offsets of a fragment of ``physical_rows`` rows from its
     deletion file ``d``: decoded, and checked to hold exactly the
     ``num_deleted_rows`` rows the manifest promises (``count_rows`` trusts that
@@ -106,12 +110,15 @@ def decode_for_fragment(data: bytes, d: table_pb2.DeletionFile, physical_rows: i
                 path, f"deletion file holds {n} rows, its manifest entry (num_deleted_rows) says {d.num_deleted_rows}"
             )
         if n and bm.max() >= physical_rows:
-            raise CorruptFileError(path, f"deletion file deletes row {bm.max()}, beyond the fragment's {physical_rows} rows")
+            raise CorruptFileError(
+                path, f"deletion file deletes row {bm.max()}, beyond the fragment's {physical_rows} rows"
+            )
         return _bitmap_rows(bm)
     rows = decode(data, d.file_type, path)
     if len(rows) != d.num_deleted_rows:
         raise CorruptFileError(
-            path, f"deletion file holds {len(rows)} rows, its manifest entry (num_deleted_rows) says {d.num_deleted_rows}"
+            path,
+            f"deletion file holds {len(rows)} rows, its manifest entry (num_deleted_rows) says {d.num_deleted_rows}",
         )
     if len(rows) and int(rows[-1]) >= physical_rows:
         raise CorruptFileError(

@@ -10,7 +10,7 @@ that hold them.
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -42,12 +42,10 @@ def _as_batches(data) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
     if hasattr(data, "__arrow_c_stream__"):
         reader = pa.RecordBatchReader.from_stream(data)
         return reader.schema, reader
-    raise TypeError(
-        f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch or RecordBatchReader"
-    )
+    raise TypeError(f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch or RecordBatchReader")
 
 
-def _open_for_writing(path: "str | os.PathLike[str]"):
+def _open_for_writing(path: str | os.PathLike[str]):
     """``open(path, "wb")``, with every refusal of the path a FileAccessError."""
     import errno
 
@@ -68,11 +66,11 @@ class FileWriter:
 
     def __init__(
         self,
-        sink: "str | os.PathLike[str] | object",
+        sink: str | os.PathLike[str] | object,
         schema: pa.Schema,
         file_version: str = "2.2",
         page_size: int = DEFAULT_PAGE_SIZE,
-        fields: "list[lschema.LanceField] | None" = None,
+        fields: list[lschema.LanceField] | None = None,
     ) -> None:
         """``fields`` optionally gives the Lance fields (with their table-wide
         ids) matching ``schema``; by default ids are assigned from 0."""
@@ -134,7 +132,7 @@ class FileWriter:
                 flush()
         return self.size
 
-    def __enter__(self) -> "FileWriter":
+    def __enter__(self) -> FileWriter:
         return self
 
     def __exit__(self, exc_type, *exc: object) -> None:
@@ -147,7 +145,7 @@ class FileWriter:
 class FileReader:
     """Reads a Lance data file of any supported version."""
 
-    def __init__(self, source: "str | os.PathLike[str] | RangeReader | bytes") -> None:
+    def __init__(self, source: str | os.PathLike[str] | RangeReader | bytes) -> None:
         self.io = open_reader(source)
         self._container = ContainerReader(self.io)
         self.version = self._container.version
@@ -179,7 +177,7 @@ class FileReader:
     def close(self) -> None:
         self.io.close()
 
-    def __enter__(self) -> "FileReader":
+    def __enter__(self) -> FileReader:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -207,7 +205,9 @@ class FileReader:
     def _decoder(self, i: int):
         dec = self._decoders.get(i)
         if dec is None:
-            dec = self._codec.FieldDecoder(self.fields[i], self._container, self._first_columns[i], version=self.version)
+            dec = self._codec.FieldDecoder(
+                self.fields[i], self._container, self._first_columns[i], version=self.version
+            )
             self._decoders[i] = dec
         return dec
 
@@ -216,7 +216,9 @@ class FileReader:
             return list(range(len(self.fields)))
         return [self._field_index(c) for c in columns]
 
-    def read_range(self, start: int = 0, stop: int | None = None, columns: Sequence[str | int] | None = None) -> pa.Table:
+    def read_range(
+        self, start: int = 0, stop: int | None = None, columns: Sequence[str | int] | None = None
+    ) -> pa.Table:
         """Rows ``[start, stop)`` of the chosen columns."""
         n = self.num_rows
         stop = n if stop is None else stop
@@ -228,7 +230,9 @@ class FileReader:
             # one chunk per page where the decoder can: no copy joins the pages
             chunks = self._decoder(i).read_chunks(start, stop)
             arrays.append(chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, type=self.schema.field(i).type))
-        return pa.Table.from_arrays(arrays, schema=pa.schema([self.schema.field(i) for i in idx], metadata=self.schema.metadata))
+        return pa.Table.from_arrays(
+            arrays, schema=pa.schema([self.schema.field(i) for i in idx], metadata=self.schema.metadata)
+        )
 
     def read(self, columns: Sequence[str | int] | None = None) -> pa.Table:
         return self.read_range(0, None, columns)
@@ -270,7 +274,7 @@ class FileReader:
 
 
 def write_file(
-    path: "str | os.PathLike[str] | object",
+    path: str | os.PathLike[str] | object,
     data,
     file_version: str = "2.2",
     page_size: int = DEFAULT_PAGE_SIZE,
@@ -284,7 +288,7 @@ def write_file(
     return w.size  # type: ignore[return-value]
 
 
-def read_file(path: "str | os.PathLike[str] | RangeReader | bytes", columns: Sequence[str] | None = None) -> pa.Table:
+def read_file(path: str | os.PathLike[str] | RangeReader | bytes, columns: Sequence[str] | None = None) -> pa.Table:
     """Read a whole Lance data file (optionally only some top-level columns)."""
     with FileReader(path) as r:
         return r.read(columns)

@@ -16,9 +16,13 @@ import errno
 import os
 import stat
 import threading
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from .errors import ClosedFileError, FileAccessError, MissingFileError, TruncatedFileError
 
@@ -79,8 +83,10 @@ class LocalFileReader(_BaseReader):
             st = os.fstat(self._fd)
             if not stat.S_ISREG(st.st_mode):
                 kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-                raise FileAccessError(errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL,
-                                      f"cannot read {self.path!r}: it is {kind}")
+                raise FileAccessError(
+                    errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL,
+                    f"cannot read {self.path!r}: it is {kind}",
+                )
             self._size = st.st_size
         except BaseException:
             os.close(self._fd)
@@ -128,7 +134,7 @@ class LocalFileReader(_BaseReader):
                 return self._pread(fd, ranges, total)
         return [whole.slice(off, length) for off, length in ranges]
 
-    def read_joined(self, offsets, sizes) -> tuple["np.ndarray", "np.ndarray"]:
+    def read_joined(self, offsets, sizes) -> tuple[np.ndarray, np.ndarray]:
         """``(data, starts)``: the ranges ``offsets``/``sizes`` (integer arrays)
         as one uint8 array and where each starts in it; a mapped file is
         returned whole, with ``starts`` the offsets themselves."""
@@ -190,7 +196,7 @@ class LocalFileReader(_BaseReader):
             except OSError:
                 pass
 
-    def __enter__(self) -> "LocalFileReader":
+    def __enter__(self) -> LocalFileReader:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -233,7 +239,7 @@ class BytesReader(_BaseReader):
         pass
 
 
-def open_reader(source: "str | os.PathLike[str] | RangeReader | bytes") -> RangeReader:
+def open_reader(source: str | os.PathLike[str] | RangeReader | bytes) -> RangeReader:
     """Turn a path, bytes or an existing reader into a :class:`RangeReader`."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         return BytesReader(bytes(source))

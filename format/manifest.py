@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable
 
 from .container import parse_proto
 from .errors import CorruptFileError, FormatError
@@ -186,7 +186,9 @@ def read_manifest(data: bytes, path: str | None = None) -> ManifestFile:
     elif manifest.HasField("transaction_section_deprecated"):
         tpos = manifest.transaction_section_deprecated
     if tpos is not None:
-        txn = parse_proto(transaction_pb2.Transaction, _section(view, tpos, pos, path, "transaction"), path, "Transaction")
+        txn = parse_proto(
+            transaction_pb2.Transaction, _section(view, tpos, pos, path, "transaction"), path, "Transaction"
+        )
     index = None
     if manifest.HasField("index_section"):
         index = bytes(_section(view, manifest.index_section, pos, path, "index section"))
@@ -203,9 +205,7 @@ _TS_MIN, _TS_MAX = -62135596800, 253402300799
 def _check_timestamp(manifest: table_pb2.Manifest, path: str | None) -> None:
     ts = manifest.timestamp
     if not (_TS_MIN <= ts.seconds <= _TS_MAX and 0 <= ts.nanos < 1_000_000_000):
-        raise CorruptFileError(
-            path, f"manifest timestamp ({ts.seconds} s, {ts.nanos} ns) is outside the years 1..9999"
-        )
+        raise CorruptFileError(path, f"manifest timestamp ({ts.seconds} s, {ts.nanos} ns) is outside the years 1..9999")
 
 
 def check_relative_path(path: str, field: str, where: str | None = None) -> str:
@@ -213,9 +213,7 @@ def check_relative_path(path: str, field: str, where: str | None = None) -> str:
     ``dir/a.lance``), else CorruptFileError naming the manifest ``field`` it
     came from: empty, absolute, with an empty, ``.`` or ``..`` segment, or
     with a NUL byte.  The file named need not exist."""
-    if not path or "\x00" in path or path.startswith("/") or any(
-        seg in ("", ".", "..") for seg in path.split("/")
-    ):
+    if not path or "\x00" in path or path.startswith("/") or any(seg in ("", ".", "..") for seg in path.split("/")):
         raise CorruptFileError(where, f"{field} {path!r} is not a relative file path inside the table")
     return path
 

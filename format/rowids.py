@@ -34,7 +34,8 @@ an object with ``read(path) -> bytes``.
 from __future__ import annotations
 
 import uuid
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
@@ -270,16 +271,16 @@ class RowIdSequence:
         self.segments = list(segments or [])
 
     @classmethod
-    def from_range(cls, start: int, end: int) -> "RowIdSequence":
+    def from_range(cls, start: int, end: int) -> RowIdSequence:
         return cls([range_segment(start, end)])
 
     @classmethod
-    def from_bytes(cls, data: bytes, path: str | None = None) -> "RowIdSequence":
+    def from_bytes(cls, data: bytes, path: str | None = None) -> RowIdSequence:
         msg = parse_proto(rowids_pb2.RowIdSequence, data, path, "RowIdSequence")
         return cls(list(msg.segments))
 
     @classmethod
-    def from_values(cls, values) -> "RowIdSequence":
+    def from_values(cls, values) -> RowIdSequence:
         """The most compact encoding of ``values``: cut into strictly increasing
         pieces (at descents and at gaps over :data:`GAP_SPLIT`), merge short
         pieces into one segment, encode each with Lance's rule; never larger
@@ -302,9 +303,9 @@ class RowIdSequence:
         bounds = np.concatenate([[0], change, [len(starts)]]).tolist()
         for a, b in zip(bounds[:-1], bounds[1:]):
             if long[a]:
-                segs.extend(encode_sorted_segment(v[starts[j]:ends[j]]) for j in range(a, b))
+                segs.extend(encode_sorted_segment(v[starts[j] : ends[j]]) for j in range(a, b))
             else:
-                segs.append(encode_segment(v[starts[a]:ends[b - 1]]))
+                segs.append(encode_segment(v[starts[a] : ends[b - 1]]))
         seq = cls(segs)
         single = cls([encode_segment(v)])
         return seq if len(seq.to_bytes()) <= len(single.to_bytes()) else single
@@ -390,7 +391,9 @@ def external_path() -> str:
     return f"{EXTERNAL_DIR}/{uuid.uuid4().hex}{EXTERNAL_SUFFIX}"
 
 
-def read_sequence_bytes(source: ByteSource | None, frag: table_pb2.DataFragment, fields: tuple[str, str]) -> bytes | None:
+def read_sequence_bytes(
+    source: ByteSource | None, frag: table_pb2.DataFragment, fields: tuple[str, str]
+) -> bytes | None:
     """The raw bytes of the inline or external sequence named by ``fields``."""
     inline, external = fields
     which = frag.WhichOneof(_ONEOF[inline])
@@ -406,7 +409,7 @@ def read_sequence_bytes(source: ByteSource | None, frag: table_pb2.DataFragment,
     end = ext.offset + ext.size if ext.size else len(data)
     if end > len(data) or ext.offset > end:
         raise CorruptFileError(ext.path, f"sequence [{ext.offset}, {end}) runs past the file ({len(data)} bytes)")
-    return data[ext.offset:end]
+    return data[ext.offset : end]
 
 
 _ONEOF = {
@@ -435,7 +438,9 @@ def decode_row_ids(source: ByteSource | None, frag: table_pb2.DataFragment) -> n
     return out
 
 
-def read_versions(source: ByteSource | None, frag: table_pb2.DataFragment, fields: tuple[str, str]) -> np.ndarray | None:
+def read_versions(
+    source: ByteSource | None, frag: table_pb2.DataFragment, fields: tuple[str, str]
+) -> np.ndarray | None:
     """Per-row created-at (``CREATED_AT_FIELDS``) or last-updated-at versions."""
     data = read_sequence_bytes(source, frag, fields)
     if data is None:
@@ -446,8 +451,13 @@ def read_versions(source: ByteSource | None, frag: table_pb2.DataFragment, field
     return out
 
 
-def set_sequence(frag: table_pb2.DataFragment, fields: tuple[str, str], data: bytes,
-                 put: Callable[[str, bytes], None] | None = None, limit: int | None = None) -> str | None:
+def set_sequence(
+    frag: table_pb2.DataFragment,
+    fields: tuple[str, str],
+    data: bytes,
+    put: Callable[[str, bytes], None] | None = None,
+    limit: int | None = None,
+) -> str | None:
     """Store ``data`` inline, or, when it is over ``limit`` bytes (default
     :data:`EXTERNAL_LIMIT`; None means always inline) and ``put`` is given, in
     a new external file; returns the external file's path, if one was written."""

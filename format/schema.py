@@ -9,8 +9,8 @@ in its logical type string.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 import pyarrow as pa
 
@@ -75,7 +75,7 @@ def logical_type_of(t: pa.DataType) -> str:
 _UNITS = {"s", "ms", "us", "ns"}
 
 
-def arrow_type_of(logical: str, children: list["LanceField"] | None = None) -> pa.DataType:
+def arrow_type_of(logical: str, children: list[LanceField] | None = None) -> pa.DataType:
     """Arrow type for a Lance logical type string (``children`` for nested types)."""
     children = children or []
     if logical in _LOGICAL_TO_SIMPLE:
@@ -143,7 +143,7 @@ class LanceField:
     nullable: bool = True
     parent_id: int = -1
     metadata: dict[bytes, bytes] = field(default_factory=dict)
-    children: list["LanceField"] = field(default_factory=list)
+    children: list[LanceField] = field(default_factory=list)
     encoding: int = 0
     extension_name: str = ""
     unenforced_primary_key: bool = False
@@ -177,13 +177,13 @@ class LanceField:
                 return True
         return False
 
-    def walk(self) -> Iterator["LanceField"]:
+    def walk(self) -> Iterator[LanceField]:
         """This field and its descendants in pre-order."""
         yield self
         for c in self.children:
             yield from c.walk()
 
-    def column_nodes(self) -> Iterator["LanceField"]:
+    def column_nodes(self) -> Iterator[LanceField]:
         """Fields that own a column in file format 2.0, in column order: every
         node in pre-order, except the children of a packed struct (the struct's
         one column holds them)."""
@@ -192,7 +192,7 @@ class LanceField:
             for c in self.children:
                 yield from c.column_nodes()
 
-    def leaves(self) -> Iterator["LanceField"]:
+    def leaves(self) -> Iterator[LanceField]:
         """Fields that own a column in file formats 2.1+, in column order: the
         leaves, with a packed struct as one (not struct or list parents)."""
         if (self.is_struct and not self.is_packed_struct) or self.is_list:

@@ -7,8 +7,8 @@ Alembic's bookkeeping lives in ``tessera_alembic_version``.
 
 from __future__ import annotations
 
-from alembic import context
 import sqlalchemy as sa
+from alembic import context
 
 config = context.config
 VERSION_TABLE = config.get_main_option("version_table") or "tessera_alembic_version"
@@ -44,8 +44,11 @@ def _url() -> str:
     """The database: ``sqlalchemy.url``, ``-x url=...`` or ``TESSERA_DATABASE_URL``."""
     import os
 
-    url = (config.get_main_option("sqlalchemy.url") or context.get_x_argument(as_dictionary=True).get("url")
-           or os.environ.get("TESSERA_DATABASE_URL"))
+    url = (
+        config.get_main_option("sqlalchemy.url")
+        or context.get_x_argument(as_dictionary=True).get("url")
+        or os.environ.get("TESSERA_DATABASE_URL")
+    )
     if not url:
         raise SystemExit("no database: pass -x url=<SQLAlchemy URL> or set TESSERA_DATABASE_URL")
     return url

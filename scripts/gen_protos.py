@@ -16,8 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def generate(out_dir: str) -> None:
-    from grpc_tools import protoc
     import grpc_tools
+    from grpc_tools import protoc
 
     include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
     protos = sorted(glob.glob(os.path.join("format", "protos", "*.proto")))

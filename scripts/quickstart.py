@@ -8,7 +8,6 @@ prints the history.  Usage: ``python scripts/quickstart.py [WAREHOUSE_DIR]``.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import sys
 import tempfile
 
@@ -23,12 +22,14 @@ WRITERS, BATCHES = 4, 5
 def orders(writer: int, batch: int, n: int = 100) -> pa.Table:
     rng = np.random.default_rng(writer * 1000 + batch)
     base = (writer * BATCHES + batch) * n
-    return pa.table({
-        "order_id": np.arange(base, base + n, dtype=np.int64),
-        "city": pa.array(rng.choice(["SF", "NYC", "Berlin", "Tokyo"], n)),
-        "amount": rng.uniform(1, 100, n).round(2),
-        "writer": pa.array([writer] * n, pa.int32()),
-    })
+    return pa.table(
+        {
+            "order_id": np.arange(base, base + n, dtype=np.int64),
+            "city": pa.array(rng.choice(["SF", "NYC", "Berlin", "Tokyo"], n)),
+            "amount": rng.uniform(1, 100, n).round(2),
+            "writer": pa.array([writer] * n, pa.int32()),
+        }
+    )
 
 
 def write_orders(warehouse: str, writer: int) -> None:
@@ -47,8 +48,9 @@ def main() -> int:
         if cat.table_exists(name):
             cat.drop_table(name, purge=True)
     orders_t = cat.create_table("shop.orders", orders(99, 0, 10), commit_store="catalog")
-    cat.create_table("shop.audit", pa.table({"event": ["created"], "rows": pa.array([10], pa.int64())}),
-                     commit_store="catalog")
+    cat.create_table(
+        "shop.audit", pa.table({"event": ["created"], "rows": pa.array([10], pa.int64())}), commit_store="catalog"
+    )
     print(f"created shop.orders (version {orders_t.version}) and shop.audit")
 
     procs = [mp.get_context("spawn").Process(target=write_orders, args=(warehouse, w)) for w in range(WRITERS)]
@@ -72,21 +74,29 @@ def main() -> int:
         o.delete("city = 'Berlin'")
         a.append(pa.table({"event": ["berlin orders removed"], "rows": pa.array([o.count_rows()], pa.int64())}))
     t = cat.load_table("shop.orders")
-    print(f"multi-table transaction: orders v{t.version} ({t.count_rows():,} rows), "
-          f"audit v{cat.load_table('shop.audit').version}")
+    print(
+        f"multi-table transaction: orders v{t.version} ({t.count_rows():,} rows), "
+        f"audit v{cat.load_table('shop.audit').version}"
+    )
 
     first = cat.load_table("shop.orders", version=1)
     print(f"time travel: version 1 had {first.count_rows()} rows; latest has {t.count_rows():,}")
     t.tags.create("after-cleanup", t.version)
-    by_city = t.to_arrow(columns=["city", "amount"], filter="amount > 50").group_by("city").aggregate(
-        [("amount", "count")]).sort_by("city")
+    by_city = (
+        t.to_arrow(columns=["city", "amount"], filter="amount > 50")
+        .group_by("city")
+        .aggregate([("amount", "count")])
+        .sort_by("city")
+    )
     print("orders over 50 by city:", dict(zip(by_city["city"].to_pylist(), by_city["amount_count"].to_pylist())))
 
-    print(f"\nhistory of shop.orders:")
+    print("\nhistory of shop.orders:")
     print(f"{'version':>7}  {'time (UTC)':19}  {'operation':10} {'added':>7} {'removed':>7} {'rows':>7}")
     for h in t.versions():
-        print(f"{h['version']:>7}  {h['timestamp']:%Y-%m-%d %H:%M:%S}  {str(h['operation']):10} "
-              f"{h['rows_added']:>7} {h['rows_removed']:>7} {h['rows']:>7}")
+        print(
+            f"{h['version']:>7}  {h['timestamp']:%Y-%m-%d %H:%M:%S}  {str(h['operation']):10} "
+            f"{h['rows_added']:>7} {h['rows_removed']:>7} {h['rows']:>7}"
+        )
     print(f"\nwarehouse: {warehouse}")
     return 0
 

@@ -59,7 +59,7 @@ import random
 import re
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlparse, urlunparse
 
@@ -75,17 +75,16 @@ from botocore.exceptions import (
 )
 
 from . import store_options
-
 from .dynamodb_table import (  # noqa: F401 - re-exported for callers of the store module
     ATTRIBUTE_DEFINITIONS,
     KEY_SCHEMA,
     PROVISION_HINT,
+    STORE_ITEM_KEY,
     ensure_table,
     key_schema_problem,
     make_client,
 )
 from .dynamodb_table import LAYOUT as STORE_LAYOUT
-from .dynamodb_table import STORE_ITEM_KEY
 from .errors import (
     AmbiguousStoreError,
     InvalidURIError,
@@ -210,8 +209,14 @@ class DynamoDBManifestStore:
         settings, _ = store_options.resolve(
             "DynamoDB store",
             query,
-            {"region": region, "endpoint_url": endpoint_url, "io_timeout": io_timeout, "read_timeout": read_timeout,
-             "connect_timeout": connect_timeout, "max_attempts": max_attempts},
+            {
+                "region": region,
+                "endpoint_url": endpoint_url,
+                "io_timeout": io_timeout,
+                "read_timeout": read_timeout,
+                "connect_timeout": connect_timeout,
+                "max_attempts": max_attempts,
+            },
             _SETTINGS,
             _DEFAULTS,
             _ALIASES,
@@ -224,7 +229,7 @@ class DynamoDBManifestStore:
             if ep.scheme not in ("http", "https") or not ep.hostname:
                 raise InvalidURIError(f"endpoint_url {endpoint_url!r} must be http(s)://host[:port]")
             try:
-                ep.port
+                _ = ep.port  # parsing the port raises on a bad one
             except ValueError as exc:
                 raise InvalidURIError(f"endpoint_url {endpoint_url!r}: {exc}") from None
         client = make_client(
@@ -272,7 +277,7 @@ class DynamoDBManifestStore:
                 "size": {"N": str(record.size)},
                 "transaction_uuid": {"S": record.transaction_uuid},
                 "incarnation": {"S": record.incarnation},
-                "created_at": {"S": datetime.now(timezone.utc).isoformat(timespec="milliseconds")},
+                "created_at": {"S": datetime.now(UTC).isoformat(timespec="milliseconds")},
             },
             "ConditionExpression": "attribute_not_exists(#k)",
             "ExpressionAttributeNames": {"#k": "table_key"},
@@ -296,7 +301,12 @@ class DynamoDBManifestStore:
         }
         for attempt in range(self._max_attempts):
             try:
-                self._call("transact_write_items", write=True, what=what, TransactItems=[{"ConditionCheck": check}, {"Put": put}])
+                self._call(
+                    "transact_write_items",
+                    write=True,
+                    what=what,
+                    TransactItems=[{"ConditionCheck": check}, {"Put": put}],
+                )
                 return
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":
@@ -323,8 +333,7 @@ class DynamoDBManifestStore:
         check_flip_paths(staged_path, final_path)
         return self._set_path(table_key, version, staged_path, final_path, None, "flip")
 
-    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str,
-              transaction_uuid: str) -> bool:
+    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str, transaction_uuid: str) -> bool:
         """Point the row at a foreign writer's final manifest and transaction,
         if it still holds ``expected_path`` (one conditional UpdateItem)."""
         check_key(table_key)
@@ -360,7 +369,8 @@ class DynamoDBManifestStore:
                 raise  # pragma: no cover
             old = exc.response.get("Item") or {}
             return old.get("path", {}).get("S") == final and (
-                txn is None or old.get("transaction_uuid", {}).get("S") == txn)
+                txn is None or old.get("transaction_uuid", {}).get("S") == txn
+            )
 
     def get(self, table_key: str, version: int) -> VersionRecord | None:
         """The row of ``version`` (consistent read), or None."""
@@ -398,11 +408,16 @@ class DynamoDBManifestStore:
     def delete_table(self, table_key: str) -> int:
         """Remove every row of a table (BatchWriteItem); returns the count."""
         check_key(table_key)
-        keys = [{"table_key": i["table_key"], "version": i["version"]} for i in self._query_all(table_key, None, keys_only=True)]
+        keys = [
+            {"table_key": i["table_key"], "version": i["version"]}
+            for i in self._query_all(table_key, None, keys_only=True)
+        ]
         for start in range(0, len(keys), 25):
             pending = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
             for attempt in range(self._max_attempts):
-                resp = self._call("batch_write_item", write=True, what=f"delete {table_key}", RequestItems={self._table: pending})
+                resp = self._call(
+                    "batch_write_item", write=True, what=f"delete {table_key}", RequestItems={self._table: pending}
+                )
                 pending = resp.get("UnprocessedItems", {}).get(self._table, [])
                 if not pending:
                     break
@@ -437,7 +452,7 @@ class DynamoDBManifestStore:
                         **STORE_ITEM_KEY,
                         "store_id": {"S": uuid.uuid4().hex},
                         "layout": {"N": STORE_LAYOUT},
-                        "created_at": {"S": datetime.now(timezone.utc).isoformat(timespec="milliseconds")},
+                        "created_at": {"S": datetime.now(UTC).isoformat(timespec="milliseconds")},
                     },
                     ConditionExpression="attribute_not_exists(#k)",
                     ExpressionAttributeNames={"#k": "table_key"},
@@ -491,15 +506,19 @@ class DynamoDBManifestStore:
 
     def _check_store_item(self, item: dict[str, Any]) -> None:
         """StoreSchemaError unless ``item`` is a store item of this layout with an id."""
-        where = f"DynamoDB table {self._table} at {self._identity}: the store item (table_key 'tessera#store', version 0)"
+        where = (
+            f"DynamoDB table {self._table} at {self._identity}: the store item (table_key 'tessera#store', version 0)"
+        )
         layout = item.get("layout", {}).get("N")
         if layout != STORE_LAYOUT:
             newer = layout is not None and layout.isdigit() and int(layout) > int(STORE_LAYOUT)
             raise StoreSchemaError(
                 f"{where} records layout {layout!r}, this Tessera reads and writes layout {STORE_LAYOUT!r}; "
-                + ("upgrade Tessera to a release that knows that layout" if newer
-                   else "the table was not written by Tessera - give Tessera its own table "
-                   f"({PROVISION_HINT})")
+                + (
+                    "upgrade Tessera to a release that knows that layout"
+                    if newer
+                    else f"the table was not written by Tessera - give Tessera its own table ({PROVISION_HINT})"
+                )
             )
         sid = item.get("store_id", {}).get("S")
         if not sid:
@@ -522,8 +541,14 @@ class DynamoDBManifestStore:
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "#k = :k" + ("" if after is None else " AND #v > :v"),
-            "ExpressionAttributeNames": {"#k": "table_key", **({} if after is None and not keys_only else {"#v": "version"})},
-            "ExpressionAttributeValues": {":k": {"S": table_key}, **({} if after is None else {":v": {"N": str(after)}})},
+            "ExpressionAttributeNames": {
+                "#k": "table_key",
+                **({} if after is None and not keys_only else {"#v": "version"}),
+            },
+            "ExpressionAttributeValues": {
+                ":k": {"S": table_key},
+                **({} if after is None else {":v": {"N": str(after)}}),
+            },
             "ConsistentRead": True,
         }
         if keys_only:
@@ -552,12 +577,18 @@ class DynamoDBManifestStore:
                     _backoff(attempt)
                     continue
                 if code == "ResourceNotFoundException":
-                    raise StoreSchemaError(f"DynamoDB table {self._table} does not exist ({self._identity}); {PROVISION_HINT}") from exc
+                    raise StoreSchemaError(
+                        f"DynamoDB table {self._table} does not exist ({self._identity}); {PROVISION_HINT}"
+                    ) from exc
                 if code in _AUTH:
-                    raise StoreUnavailableError(f"DynamoDB refused the credentials for {self._identity}: {code}") from exc
+                    raise StoreUnavailableError(
+                        f"DynamoDB refused the credentials for {self._identity}: {code}"
+                    ) from exc
                 if status >= 500:
                     if write:
-                        raise AmbiguousStoreError(f"{what}: DynamoDB answered {status} {code}; the write may have been applied - read it back") from exc
+                        raise AmbiguousStoreError(
+                            f"{what}: DynamoDB answered {status} {code}; the write may have been applied - read it back"
+                        ) from exc
                     if attempt < 2:
                         _backoff(attempt)
                         continue

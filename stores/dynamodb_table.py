@@ -52,7 +52,11 @@ def key_schema_problem(description: dict[str, Any]) -> str | None:
     keys = {k["KeyType"]: k["AttributeName"] for k in description.get("KeySchema", [])}
     types = {a["AttributeName"]: a["AttributeType"] for a in description.get("AttributeDefinitions", [])}
     found = ", ".join(f"{kind} key {name!r} ({types.get(name, '?')})" for kind, name in sorted(keys.items()))
-    if keys == {"HASH": "table_key", "RANGE": "version"} and types.get("table_key") == "S" and types.get("version") == "N":
+    if (
+        keys == {"HASH": "table_key", "RANGE": "version"}
+        and types.get("table_key") == "S"
+        and types.get("version") == "N"
+    ):
         return None
     msg = f"has {found or 'no key schema'}; Tessera needs HASH key 'table_key' (S) and RANGE key 'version' (N)"
     if keys == {"HASH": "table_key", "RANGE": "version"}:
@@ -66,8 +70,10 @@ def key_schema_problem(description: dict[str, Any]) -> str | None:
     if keys.get("HASH") == "base_uri":
         msg += " (this is a Lance external-manifest table, whose key omits the bucket; give Tessera its own table)"
     else:
-        msg += ("; key types cannot be changed in place: give Tessera a new table "
-                f"({PROVISION_HINT}) and leave this one to whatever created it")
+        msg += (
+            "; key types cannot be changed in place: give Tessera a new table "
+            f"({PROVISION_HINT}) and leave this one to whatever created it"
+        )
     return msg
 
 

@@ -66,7 +66,7 @@ class _AtomicOutput:
         except FileNotFoundError:
             pass
 
-    def __enter__(self) -> "_AtomicOutput":
+    def __enter__(self) -> _AtomicOutput:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:

@@ -87,8 +87,7 @@ class ManifestStore(Protocol):
         did), False if it holds something else or does not exist."""
         ...
 
-    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str,
-              transaction_uuid: str) -> bool:
+    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str, transaction_uuid: str) -> bool:
         """Record that ``version`` belongs to a writer outside the store whose
         manifest is at ``final_path``: set the row's path and transaction uuid
         if the row still holds ``expected_path`` (the staged path of the
@@ -125,11 +124,15 @@ def predecessor_error(what: str, record: VersionRecord, pred_incarnation: str | 
     from .errors import IncarnationMismatchError
 
     if not pred_incarnation:
-        why = (f"version {record.version - 1} is not in the store (the table was dropped since this writer "
-               "read it, or the version is not the next one)")
+        why = (
+            f"version {record.version - 1} is not in the store (the table was dropped since this writer "
+            "read it, or the version is not the next one)"
+        )
     else:
-        why = (f"version {record.version - 1} belongs to incarnation {pred_incarnation}, not {record.incarnation} "
-               "(the table was dropped and recreated since this writer read it)")
+        why = (
+            f"version {record.version - 1} belongs to incarnation {pred_incarnation}, not {record.incarnation} "
+            "(the table was dropped and recreated since this writer read it)"
+        )
     return IncarnationMismatchError(f"{what}: {why}; reload the table")
 
 
@@ -156,7 +159,9 @@ def normalize_table_uri(uri: str) -> str:
         if p.username or p.password:
             raise InvalidURIError(f"table URI {uri!r} must not carry credentials; use storage_options")
         path = "/".join(s for s in p.path.split("/") if s)
-        return urlunparse(("s3" if scheme == "s3a" else scheme, host, "/" + path if path else "", "", "", "")).rstrip("/")
+        return urlunparse(("s3" if scheme == "s3a" else scheme, host, "/" + path if path else "", "", "", "")).rstrip(
+            "/"
+        )
     raise InvalidURIError(f"unsupported table URI scheme {scheme!r} in {uri!r}")
 
 

@@ -88,4 +88,6 @@ def open_object_store(uri: str, storage_options: dict | None = None) -> ObjectSt
         from .s3 import S3ObjectStore
 
         return S3ObjectStore(uri, storage_options)
-    raise InvalidURIError(f"unsupported table URI scheme {scheme!r} in {uri!r} (supported: local paths, file://, s3://)")
+    raise InvalidURIError(
+        f"unsupported table URI scheme {scheme!r} in {uri!r} (supported: local paths, file://, s3://)"
+    )

@@ -75,6 +75,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
+from . import store_options
 from .errors import (
     AmbiguousStoreError,
     InvalidStorageOptionError,
@@ -84,7 +85,6 @@ from .errors import (
     StoreUnavailableError,
     VersionExistsError,
 )
-from . import store_options
 from .manifest_checks import check_bound, check_flip_paths, check_key, check_record, check_version
 from .manifest_store import VersionRecord, predecessor_error
 
@@ -148,6 +148,7 @@ def _redacted(url: str) -> str:
     except ValueError:
         pass
     return url
+
 
 _REFUSED = ("READONLY", "NOPERM", "NOAUTH", "WRONGPASS", "OOM", "LOADING", "MASTERDOWN", "MISCONF", "BUSY ")
 
@@ -223,8 +224,10 @@ redis.call('HSET', KEYS[1], 'path', ARGV[2], 'transaction_uuid', ARGV[3])
 return 2
 """
 
-_SCRIPTS = {name: _Script(src) for name, src in (("reserve", _RESERVE), ("flip", _FLIP), ("read", _READ),
-                                                  ("delete", _DELETE), ("adopt", _ADOPT))}
+_SCRIPTS = {
+    name: _Script(src)
+    for name, src in (("reserve", _RESERVE), ("flip", _FLIP), ("read", _READ), ("delete", _DELETE), ("adopt", _ADOPT))
+}
 
 #: the version of the key layout described in the module docstring
 LAYOUT = "1"
@@ -327,9 +330,15 @@ class RedisManifestStore:
         settings, rest = store_options.resolve(
             "Redis store",
             items,
-            {"prefix": prefix, "wait_replicas": wait_replicas, "wait_timeout_ms": wait_timeout_ms,
-             "io_timeout": io_timeout, "socket_timeout": socket_timeout, "connect_timeout": connect_timeout,
-             "max_connections": max_connections},
+            {
+                "prefix": prefix,
+                "wait_replicas": wait_replicas,
+                "wait_timeout_ms": wait_timeout_ms,
+                "io_timeout": io_timeout,
+                "socket_timeout": socket_timeout,
+                "connect_timeout": connect_timeout,
+                "max_connections": max_connections,
+            },
             _SETTINGS,
             _DEFAULTS,
             _ALIASES,
@@ -424,8 +433,7 @@ class RedisManifestStore:
         )
         return int(result) != 0
 
-    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str,
-              transaction_uuid: str) -> bool:
+    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str, transaction_uuid: str) -> bool:
         """Point the row at a foreign writer's final manifest and transaction,
         if it still holds ``expected_path`` (one script)."""
         check_key(table_key)
@@ -497,7 +505,11 @@ class RedisManifestStore:
                 # unknown outcome is safe; with wait_replicas it also waits again for the replicas
                 try:
                     sid, layout = self._script(
-                        "store", [self._store_key()], [new, LAYOUT, now], write=True, what="create the store id",
+                        "store",
+                        [self._store_key()],
+                        [new, LAYOUT, now],
+                        write=True,
+                        what="create the store id",
                         wait_if=lambda r: True,
                     )
                     fields = {"id": sid, "layout": layout}
@@ -602,9 +614,12 @@ class RedisManifestStore:
             raise StoreSchemaError(
                 f"Redis at {self._identity}: key {self._store_key()!r} records key layout {layout!r}, "
                 f"this Tessera reads and writes layout {LAYOUT!r}; "
-                + ("upgrade Tessera to a release that knows that layout" if newer
-                   else "the keys under this prefix were not written by Tessera - "
-                   "give Tessera its own prefix (?prefix=...) or database")
+                + (
+                    "upgrade Tessera to a release that knows that layout"
+                    if newer
+                    else "the keys under this prefix were not written by Tessera - "
+                    "give Tessera its own prefix (?prefix=...) or database"
+                )
             )
         if not fields.get("id"):
             raise StoreSchemaError(

@@ -45,8 +45,9 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, BinaryIO, Callable, Iterable, Mapping, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import boto3
 import botocore.exceptions as bexc
@@ -73,8 +74,16 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _CONDITION_FAILED = {"PreconditionFailed", "ConditionalRequestConflict"}
-_ACCESS = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
-           "InvalidToken", "TokenRefreshRequired", "AllAccessDisabled", "AccountProblem"}
+_ACCESS = {
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "TokenRefreshRequired",
+    "AllAccessDisabled",
+    "AccountProblem",
+}
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 
 _lock = threading.Lock()
@@ -99,8 +108,11 @@ def _client_for(opts: S3Options, conditional: bool) -> Any:
             retries["total_max_attempts"] = 1
         elif opts.max_retries is not None:
             retries["max_attempts"] = opts.max_retries
-        cfg: dict[str, Any] = {"retries": retries, "max_pool_connections": opts.max_pool_connections,
-                               "user_agent_extra": "tessera"}
+        cfg: dict[str, Any] = {
+            "retries": retries,
+            "max_pool_connections": opts.max_pool_connections,
+            "user_agent_extra": "tessera",
+        }
         if opts.connect_timeout is not None:
             cfg["connect_timeout"] = opts.connect_timeout
         if opts.read_timeout is not None:
@@ -245,7 +257,7 @@ class S3ObjectStore:
 
     # -- thread pool ----------------------------------------------------------
 
-    def _submit(self, fn: Callable[..., R], *args: Any) -> "Future[R]":
+    def _submit(self, fn: Callable[..., R], *args: Any) -> Future[R]:
         with self._pool_lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="tessera-s3")
@@ -446,4 +458,3 @@ class S3ObjectStore:
             if self._code(exc) in _NOT_FOUND:
                 return
             raise self._translate(exc, "delete", key) from exc
-

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions as bexc
 import pyarrow as pa
@@ -69,7 +70,7 @@ class S3RangeReader:
     conditional on that ETag, so a replaced object raises ObjectChangedError
     instead of mixing bytes of two versions."""
 
-    def __init__(self, store: "S3ObjectStore", key: str, size: int, etag: str | None) -> None:
+    def __init__(self, store: S3ObjectStore, key: str, size: int, etag: str | None) -> None:
         self._store = store
         self._key = key
         self._size = size
@@ -140,7 +141,7 @@ class S3RangeReader:
     def close(self) -> None:
         """Nothing to release: the client and pool belong to the store."""
 
-    def __enter__(self) -> "S3RangeReader":
+    def __enter__(self) -> S3RangeReader:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -156,7 +157,7 @@ class S3OutputStream:
     The object appears only when :meth:`close` completes; :meth:`abort` (or an
     exception inside ``with``) discards everything."""
 
-    def __init__(self, store: "S3ObjectStore", key: str, part_size: int = PART_SIZE) -> None:
+    def __init__(self, store: S3ObjectStore, key: str, part_size: int = PART_SIZE) -> None:
         if part_size < 5 * 1024 * 1024:
             raise ValueError("S3 multipart parts must be at least 5 MiB")
         self._store = store
@@ -280,10 +281,14 @@ class S3OutputStream:
             try:
                 s._client.abort_multipart_upload(Bucket=s.bucket, Key=self._key, UploadId=upload_id)
             except Exception as exc:  # noqa: BLE001 - a lifecycle rule must clean it up
-                log.warning("could not abort the multipart upload of %s (%s); its parts linger until "
-                            "a bucket lifecycle rule removes them", self.path, exc)
+                log.warning(
+                    "could not abort the multipart upload of %s (%s); its parts linger until "
+                    "a bucket lifecycle rule removes them",
+                    self.path,
+                    exc,
+                )
 
-    def __enter__(self) -> "S3OutputStream":
+    def __enter__(self) -> S3OutputStream:
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:

@@ -34,8 +34,9 @@ defaults to path-style addressing, which S3-compatible servers expect.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 from .errors import InvalidStorageOptionError, InvalidURIError
@@ -45,19 +46,34 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 _BAD_KEY_CHARS = re.compile(r"[\x00-\x1f\x7f\\{}^%`\[\]\"<>~#|]")
 
 _ALIASES: dict[str, str] = {
-    "endpoint_url": "endpoint_url", "aws_endpoint": "endpoint_url", "endpoint": "endpoint_url",
+    "endpoint_url": "endpoint_url",
+    "aws_endpoint": "endpoint_url",
+    "endpoint": "endpoint_url",
     "aws_endpoint_url": "endpoint_url",
-    "region": "region", "aws_region": "region", "region_name": "region", "aws_default_region": "region",
-    "aws_access_key_id": "access_key_id", "access_key_id": "access_key_id",
-    "aws_secret_access_key": "secret_access_key", "secret_access_key": "secret_access_key",
-    "aws_session_token": "session_token", "session_token": "session_token", "aws_token": "session_token",
-    "profile": "profile", "aws_profile": "profile", "profile_name": "profile",
-    "allow_http": "allow_http", "aws_allow_http": "allow_http",
+    "region": "region",
+    "aws_region": "region",
+    "region_name": "region",
+    "aws_default_region": "region",
+    "aws_access_key_id": "access_key_id",
+    "access_key_id": "access_key_id",
+    "aws_secret_access_key": "secret_access_key",
+    "secret_access_key": "secret_access_key",
+    "aws_session_token": "session_token",
+    "session_token": "session_token",
+    "aws_token": "session_token",
+    "profile": "profile",
+    "aws_profile": "profile",
+    "profile_name": "profile",
+    "allow_http": "allow_http",
+    "aws_allow_http": "allow_http",
     "addressing_style": "addressing_style",
     "virtual_hosted_style_request": "virtual_hosted_style_request",
     "aws_virtual_hosted_style_request": "virtual_hosted_style_request",
-    "connect_timeout": "connect_timeout", "read_timeout": "read_timeout", "io_timeout": "read_timeout",
-    "max_retries": "max_retries", "max_pool_connections": "max_pool_connections",
+    "connect_timeout": "connect_timeout",
+    "read_timeout": "read_timeout",
+    "io_timeout": "read_timeout",
+    "max_retries": "max_retries",
+    "max_pool_connections": "max_pool_connections",
 }
 
 
@@ -72,7 +88,9 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     if p.scheme.lower() not in ("s3", "s3a"):
         raise InvalidURIError(f"{uri!r} is not an s3:// URI")
     if p.query or p.fragment or p.params:
-        raise InvalidURIError(f"S3 table URI {uri!r} must not have a query or fragment; pass settings as storage_options")
+        raise InvalidURIError(
+            f"S3 table URI {uri!r} must not have a query or fragment; pass settings as storage_options"
+        )
     if "@" in p.netloc:
         raise InvalidURIError(f"S3 table URI {uri!r} must not carry credentials; pass them as storage_options")
     bucket = p.netloc
@@ -154,7 +172,7 @@ class S3Options:
     max_pool_connections: int = 32
 
     @classmethod
-    def from_mapping(cls, options: Mapping[str, Any] | None) -> "S3Options":
+    def from_mapping(cls, options: Mapping[str, Any] | None) -> S3Options:
         """Validate ``storage_options``; unknown keys raise InvalidStorageOptionError."""
         if options is None:
             return cls()
@@ -178,10 +196,17 @@ class S3Options:
             canon[name] = (raw_key, value)
 
         conv: dict[str, Callable[[str, Any], Any]] = {
-            "endpoint_url": _as_str, "region": _as_str, "access_key_id": _as_str,
-            "secret_access_key": _as_str, "session_token": _as_str, "profile": _as_str,
-            "allow_http": _as_bool, "virtual_hosted_style_request": _as_bool,
-            "addressing_style": _as_str, "connect_timeout": _as_seconds, "read_timeout": _as_seconds,
+            "endpoint_url": _as_str,
+            "region": _as_str,
+            "access_key_id": _as_str,
+            "secret_access_key": _as_str,
+            "session_token": _as_str,
+            "profile": _as_str,
+            "allow_http": _as_bool,
+            "virtual_hosted_style_request": _as_bool,
+            "addressing_style": _as_str,
+            "connect_timeout": _as_seconds,
+            "read_timeout": _as_seconds,
             "max_retries": lambda k, v: _as_count(k, v, 0),
             "max_pool_connections": lambda k, v: _as_count(k, v, 1),
         }

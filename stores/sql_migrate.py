@@ -78,7 +78,9 @@ def parse_sql_url(url: str | URL) -> URL:
         raise InvalidURIError(f"unsupported SQL backend {backend!r} in {parsed!r}")
     if backend == "sqlite":
         if not parsed.database or parsed.database == ":memory:" or parsed.database.startswith("file::memory:"):
-            raise InvalidURIError("an in-memory SQLite database cannot coordinate commits; use sqlite:///path/to/file.db")
+            raise InvalidURIError(
+                "an in-memory SQLite database cannot coordinate commits; use sqlite:///path/to/file.db"
+            )
     else:
         if not parsed.database:
             raise InvalidURIError(f"SQL store URL {parsed!r} names no database")
@@ -307,5 +309,11 @@ def _is_connect_error(exc: sa_exc.DBAPIError) -> bool:
     text = str(exc.orig).lower()
     return any(
         s in text
-        for s in ("connection refused", "could not connect", "can't connect", "connection failed", "unable to open database")
+        for s in (
+            "connection refused",
+            "could not connect",
+            "can't connect",
+            "connection failed",
+            "unable to open database",
+        )
     )

@@ -103,30 +103,36 @@ from .errors import (
 )
 from .manifest_checks import check_bound, check_flip_paths, check_key, check_record, check_version
 from .manifest_store import VersionRecord, predecessor_error
-from .sql_schema import (  # noqa: F401 - Base, ManifestVersionRow and TABLE_NAME are re-exported
+from .sql_schema import (  # noqa: F401 - Base, ManifestVersionRow and TABLE_NAME are re-exported  # noqa: E402
     AFTER,
     DELETE,
     EXPECTED_COLUMNS,
     FLIP,
     GET,
+    GET_META,
     LATEST,
     MAX_ID_CHARS,
+    META_TABLE_NAME,
+    PUT_META,
     RESERVE,
+    STORE_ID_NAME,
     TABLE_NAME,
+    TABLES,
     Base,
     ExactString,
     ManifestVersionRow,
+    schema_problems,
     table_hash,
 )
-
-from .sql_schema import GET_META, META_TABLE_NAME, PUT_META, STORE_ID_NAME, TABLES, schema_problems  # noqa: E402
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Base", "ManifestVersionRow", "SqlManifestStore", "TABLE_NAME", "table_hash"]
 
 _TRANSIENT_RETRIES = 8
-_SKIP_ROLLBACK_SUPPORTED = "skip_autocommit_rollback" in inspect.signature(sa.engine.default.DefaultDialect.__init__).parameters
+_SKIP_ROLLBACK_SUPPORTED = (
+    "skip_autocommit_rollback" in inspect.signature(sa.engine.default.DefaultDialect.__init__).parameters
+)
 
 T = TypeVar("T")
 
@@ -135,7 +141,7 @@ def _orig(exc: BaseException) -> BaseException:
     return getattr(exc, "orig", None) or exc
 
 
-_LIVE: "weakref.WeakSet[SqlManifestStore]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[SqlManifestStore] = weakref.WeakSet()
 
 
 def _dispose_after_fork() -> None:
@@ -170,8 +176,21 @@ _DEFAULTS: dict[str, Any] = {
 _STATEMENT_TIMEOUT_SHARE = 0.9
 #: query parameters SQLAlchemy's SQLite dialect reads itself
 _SQLITE_QUERY_KEYS = frozenset(
-    {"timeout", "isolation_level", "detect_types", "check_same_thread", "cached_statements", "uri",
-     "mode", "cache", "vfs", "immutable", "nolock", "psow", "modeof"}
+    {
+        "timeout",
+        "isolation_level",
+        "detect_types",
+        "check_same_thread",
+        "cached_statements",
+        "uri",
+        "mode",
+        "cache",
+        "vfs",
+        "immutable",
+        "nolock",
+        "psow",
+        "modeof",
+    }
 )
 #: MySQL URL parameters that io_timeout sets (a second knob would silently lose)
 _MYSQL_IO_KEYS = ("read_timeout", "write_timeout")
@@ -186,8 +205,18 @@ def _driver_keys(backend: str) -> frozenset[str]:
 
             return frozenset(o.keyword.decode() for o in psycopg.pq.Conninfo.get_defaults())
         except Exception:  # noqa: BLE001 - no psycopg: create_sql_engine reports the missing driver
-            return frozenset({"tcp_user_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
-                              "keepalives_count", "options", "application_name", "sslmode"})
+            return frozenset(
+                {
+                    "tcp_user_timeout",
+                    "keepalives",
+                    "keepalives_idle",
+                    "keepalives_interval",
+                    "keepalives_count",
+                    "options",
+                    "application_name",
+                    "sslmode",
+                }
+            )
     if backend in ("mysql", "mariadb"):
         try:
             import pymysql
@@ -394,8 +423,14 @@ class SqlManifestStore:
         settings, rest = store_options.resolve(
             f"{backend} store",
             list(parsed.query.items()),
-            {"io_timeout": io_timeout, "connect_timeout": connect_timeout, "busy_timeout_ms": busy_timeout_ms,
-             "pool_size": pool_size, "max_overflow": max_overflow, "pool_pre_ping": pool_pre_ping},
+            {
+                "io_timeout": io_timeout,
+                "connect_timeout": connect_timeout,
+                "busy_timeout_ms": busy_timeout_ms,
+                "pool_size": pool_size,
+                "max_overflow": max_overflow,
+                "pool_pre_ping": pool_pre_ping,
+            },
             _SETTINGS,
             _DEFAULTS,
             driver_keys=_driver_keys(backend),
@@ -442,7 +477,11 @@ class SqlManifestStore:
                 store._refuse_foreign_table()
                 # no statement_timeout: a migration may wait long for another process's migration lock
                 migrate_args = _connect_args(
-                    backend, busy_timeout_ms, settings["connect_timeout"], io_timeout, parsed.query,
+                    backend,
+                    busy_timeout_ms,
+                    settings["connect_timeout"],
+                    io_timeout,
+                    parsed.query,
                     server_timeout=False,
                 )
                 migrate_engine = sql_migrate.create_sql_engine(
@@ -512,8 +551,7 @@ class SqlManifestStore:
         row = self.get(table_key, version)
         return row is not None and row.path == final_path
 
-    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str,
-              transaction_uuid: str) -> bool:
+    def adopt(self, table_key: str, version: int, expected_path: str, final_path: str, transaction_uuid: str) -> bool:
         """Point the row at a foreign writer's final manifest and transaction,
         if it still holds ``expected_path`` (one conditional UPDATE)."""
         check_key(table_key)
@@ -523,12 +561,20 @@ class SqlManifestStore:
         table = ManifestVersionRow.__table__
         stmt = (
             sa.update(table)
-            .where(table.c.table_hash == sa.bindparam("h"), table.c.version == sa.bindparam("v"),
-                   table.c.path == sa.bindparam("staged"))
+            .where(
+                table.c.table_hash == sa.bindparam("h"),
+                table.c.version == sa.bindparam("v"),
+                table.c.path == sa.bindparam("staged"),
+            )
             .values(path=sa.bindparam("final"), transaction_uuid=sa.bindparam("txn"))
         )
-        params = {"h": table_hash(table_key), "v": version, "staged": expected_path, "final": final_path,
-                  "txn": transaction_uuid}
+        params = {
+            "h": table_hash(table_key),
+            "v": version,
+            "staged": expected_path,
+            "final": final_path,
+            "txn": transaction_uuid,
+        }
         if self._write(lambda c: c.execute(stmt, params).rowcount, f"adopt {table_key} v{version}") == 1:
             return True
         row = self.get(table_key, version)
@@ -566,8 +612,14 @@ class SqlManifestStore:
             with conn.begin():
                 for r in records:
                     params = {
-                        "h": table_hash(r.table_key), "v": r.version, "pv": r.version - 1, "key": r.table_key,
-                        "path": r.path, "size": r.size, "txn": r.transaction_uuid, "inc": r.incarnation,
+                        "h": table_hash(r.table_key),
+                        "v": r.version,
+                        "pv": r.version - 1,
+                        "key": r.table_key,
+                        "path": r.path,
+                        "size": r.size,
+                        "txn": r.transaction_uuid,
+                        "inc": r.incarnation,
                     }
                     params.update(h2=params["h"], inc2=r.incarnation, pv2=params["pv"])
                     if conn.execute(RESERVE, params).rowcount != 1:
@@ -579,9 +631,11 @@ class SqlManifestStore:
         try:
             self._write(run, f"reserve {len(records)} versions")
         except sa_exc.IntegrityError as exc:
-            raise VersionExistsError(f"one of {[(r.table_key, r.version) for r in records]} is already reserved") from exc
+            raise VersionExistsError(
+                f"one of {[(r.table_key, r.version) for r in records]} is already reserved"
+            ) from exc
 
-    def snapshot(self) -> "SqlSnapshot":
+    def snapshot(self) -> SqlSnapshot:
         """A read-only view of the latest rows as of one database snapshot,
         so several tables' latest versions are read consistently."""
         return SqlSnapshot(self)
@@ -649,14 +703,18 @@ class SqlManifestStore:
         if revision != head:
             if revision is None:
                 raise StoreSchemaError(
-                    f"{where}: table {TABLE_NAME} exists but {sql_migrate.VERSION_TABLE} records no Tessera migration "
-                    f"(expected revision {head}); it was not created by Tessera's migrations - {sql_migrate.UPGRADE_HINT}"
+                    f"{where}: table {TABLE_NAME} exists but {sql_migrate.VERSION_TABLE} records no Tessera "
+                    f"migration (expected revision {head}); it was not created by Tessera's migrations - "
+                    f"{sql_migrate.UPGRADE_HINT}"
                 )
             if revision not in sql_migrate.known_revisions():
                 raise StoreSchemaError(
-                    f"{where}: schema revision {revision} is newer than this Tessera knows (head {head}); upgrade Tessera"
+                    f"{where}: schema revision {revision} is newer than this Tessera knows (head {head}); "
+                    "upgrade Tessera"
                 )
-            raise StoreSchemaError(f"{where}: schema revision {revision} is behind head {head}; {sql_migrate.UPGRADE_HINT}")
+            raise StoreSchemaError(
+                f"{where}: schema revision {revision} is behind head {head}; {sql_migrate.UPGRADE_HINT}"
+            )
         if META_TABLE_NAME not in found:
             raise StoreSchemaError(
                 f"{where}: table {META_TABLE_NAME} (which holds the store id) is missing although the schema is at "
@@ -845,8 +903,12 @@ class SqlManifestStore:
         return f"{backend}://{url.host or ''}{port}/{url.database}#{TABLE_NAME}"
 
 
-_TXN_ISOLATION = {"sqlite": "SERIALIZABLE", "postgresql": "REPEATABLE READ", "mysql": "REPEATABLE READ",
-                  "mariadb": "REPEATABLE READ"}
+_TXN_ISOLATION = {
+    "sqlite": "SERIALIZABLE",
+    "postgresql": "REPEATABLE READ",
+    "mysql": "REPEATABLE READ",
+    "mariadb": "REPEATABLE READ",
+}
 
 
 class SqlSnapshot:

@@ -24,7 +24,8 @@ import os as _os
 # (an installed wheel has them inside this package instead).
 _root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 if _os.path.isfile(_os.path.join(_root, "pyproject.toml")) and _os.path.isfile(
-        _os.path.join(_root, "catalog", "__init__.py")):
+    _os.path.join(_root, "catalog", "__init__.py")
+):
     __path__.append(_root)  # type: ignore[name-defined]  # noqa: F821
 
 from .catalog import errors  # noqa: E402

@@ -38,14 +38,18 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
     sys.path.append(_ROOT)
 
-_spec = importlib.util.spec_from_file_location("tessera_test_services", os.path.join(os.path.dirname(__file__), "services.py"))
+_spec = importlib.util.spec_from_file_location(
+    "tessera_test_services", os.path.join(os.path.dirname(__file__), "services.py")
+)
 services = importlib.util.module_from_spec(_spec)
 sys.modules["tessera_test_services"] = services
 _spec.loader.exec_module(services)
 moto_server, mysql_url, postgres_url, redis_url = (
-    services.moto_server, services.mysql_url, services.postgres_url, services.redis_url
+    services.moto_server,
+    services.mysql_url,
+    services.postgres_url,
+    services.redis_url,
 )
-
 
 
 @pytest.fixture(scope="session", autouse=True)

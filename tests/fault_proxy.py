@@ -255,7 +255,7 @@ class FaultProxy:
             _close(s)
         self._thread.join(timeout=2)
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:

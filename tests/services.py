@@ -221,16 +221,26 @@ def forget_session_leftovers(basetemp: str) -> dict[str, int]:
                 n = 0
                 if insp.has_table("tessera_manifest_versions"):
                     for pattern in [prefix] + [f"s3://{b}/%" for b in CREATED_BUCKETS]:
-                        n += c.execute(sa.text("DELETE FROM tessera_manifest_versions WHERE table_key LIKE :p"),
-                                       {"p": pattern}).rowcount
+                        n += c.execute(
+                            sa.text("DELETE FROM tessera_manifest_versions WHERE table_key LIKE :p"), {"p": pattern}
+                        ).rowcount
                 if insp.has_table("tessera_tables"):
-                    spaces = [r[0] for r in c.execute(sa.text(
-                        "SELECT DISTINCT namespace FROM tessera_tables WHERE uri LIKE :p"), {"p": uri_prefix})]
+                    spaces = [
+                        r[0]
+                        for r in c.execute(
+                            sa.text("SELECT DISTINCT namespace FROM tessera_tables WHERE uri LIKE :p"),
+                            {"p": uri_prefix},
+                        )
+                    ]
                     n += c.execute(sa.text("DELETE FROM tessera_tables WHERE uri LIKE :p"), {"p": uri_prefix}).rowcount
                     for ns in spaces:
-                        n += c.execute(sa.text(
-                            "DELETE FROM tessera_namespaces WHERE name = :n AND name NOT IN "
-                            "(SELECT namespace FROM tessera_tables)"), {"n": ns}).rowcount
+                        n += c.execute(
+                            sa.text(
+                                "DELETE FROM tessera_namespaces WHERE name = :n AND name NOT IN "
+                                "(SELECT namespace FROM tessera_tables)"
+                            ),
+                            {"n": ns},
+                        ).rowcount
             engine.dispose()
             removed[name] = n
         except Exception:  # noqa: BLE001 - best effort
@@ -248,7 +258,7 @@ def forget_session_leftovers(basetemp: str) -> dict[str, int]:
     return removed
 
 
-def new_dynamodb_store_url(moto: "MotoServer") -> str:
+def new_dynamodb_store_url(moto: MotoServer) -> str:
     """A freshly provisioned DynamoDB manifest store on moto, as a store URL."""
     from deploy.provision_dynamodb import create_table
 

@@ -14,8 +14,13 @@ def test_local_stack_starts_checks_and_stops(redis_url, postgres_url):
     assert status == {"moto": "ok", "redis": "ok", "postgres": "ok"}
     import boto3
 
-    s3 = boto3.client("s3", endpoint_url=stack.endpoint, region_name="us-east-1",
-                      aws_access_key_id="testing", aws_secret_access_key="testing")
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=stack.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     s3.create_bucket(Bucket="stack-check")
     stack.stop()
     with socket.socket() as s:
@@ -23,4 +28,6 @@ def test_local_stack_starts_checks_and_stops(redis_url, postgres_url):
 
 
 def test_local_stack_check_reports_a_dead_service(redis_url):
-    assert main(["--check", "--redis", "redis://127.0.0.1:1/0", "--postgres", "postgresql+psycopg://x@127.0.0.1:1/x"]) == 1
+    assert (
+        main(["--check", "--redis", "redis://127.0.0.1:1/0", "--postgres", "postgresql+psycopg://x@127.0.0.1:1/x"]) == 1
+    )

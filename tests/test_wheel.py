@@ -18,7 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECK = textwrap.dedent("""
     import importlib.metadata, json, os, sys
     dist = importlib.metadata.distribution("tessera")
-    tops = sorted({str(f).split("/")[0] for f in dist.files if not str(f).startswith(("tessera-", "../", "__pycache__"))})
+    skip = ("tessera-", "../", "__pycache__")
+    tops = sorted({str(f).split("/")[0] for f in dist.files if not str(f).startswith(skip)})
     import tessera
     assert os.path.dirname(tessera.__file__).startswith(sys.prefix), tessera.__file__
     for name in ("catalog", "commit", "stores", "format"):
@@ -55,20 +56,33 @@ def test_wheel_exposes_only_tessera_and_runs_without_the_source_tree(tmp_path):
     import shutil
 
     src = tmp_path / "src"  # a copy: building in place would leave build/ in the repository
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__",
-                                                             ".pytest_cache"))
+    shutil.copytree(
+        ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__", ".pytest_cache")
+    )
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist),
-                    str(src)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     wheel = glob.glob(str(dist / "tessera-*.whl"))
     assert len(wheel) == 1
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = str(venv / "bin" / "python")
-    purelib = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", purelib, wheel[0]],
-                   check=True, capture_output=True, timeout=300)
+    purelib = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", purelib, wheel[0]],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     # the dependencies come from the test environment; a .pth inside a plain
     # directory is not processed, so the editable install there stays invisible
     with open(os.path.join(purelib, "deps.pth"), "w") as f:
@@ -76,8 +90,9 @@ def test_wheel_exposes_only_tessera_and_runs_without_the_source_tree(tmp_path):
     # nothing of the test process's own Python may leak in (the Spark tests set
     # PYSPARK_DRIVER_PYTHON to this venv's interpreter, which has the editable install)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith(("PYSPARK_", "SPARK_"))}
-    out = subprocess.run([py, "-c", CHECK, str(tmp_path / "wh")], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=600, env=env)
+    out = subprocess.run(
+        [py, "-c", CHECK, str(tmp_path / "wh")], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
+    )
     if out.returncode != 0:  # the Python error, not the JVM's stack
         lines = [ln for ln in out.stderr.splitlines() if not ln.lstrip().startswith(("at ", "..."))]
         pytest.fail("the wheel's check failed:\n" + "\n".join(lines[-60:])[-6000:])

@@ -86,8 +86,8 @@ import importlib
 import itertools
 import logging
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 from urllib.parse import urlparse
 
 try:
@@ -136,13 +136,17 @@ def pushdown_refusal(spark_version: str) -> str | None:
     cannot detect or repair it; pushing nothing is the only correct choice."""
     v = _version_tuple(spark_version)
     if v < (4, 1):
-        return (f"option pushdown needs PySpark 4.1 or later (filter pushdown of Python data sources); this is "
-                f"{spark_version}")
+        return (
+            f"option pushdown needs PySpark 4.1 or later (filter pushdown of Python data sources); this is "
+            f"{spark_version}"
+        )
     if PUSHDOWN_SAFE_SINCE is None or v < PUSHDOWN_SAFE_SINCE:
-        return (f"option pushdown is refused on PySpark {spark_version}: Spark keeps the read plan of a query that "
-                "pushed filters on the loaded DataFrame and reuses it for that DataFrame's other queries (and other "
-                "scans of it in the same query), which then see only the filtered rows (df.where(...).count() "
-                "then df.count() returns the filtered count). Reads are exact without pushdown: drop the option")
+        return (
+            f"option pushdown is refused on PySpark {spark_version}: Spark keeps the read plan of a query that "
+            "pushed filters on the loaded DataFrame and reuses it for that DataFrame's other queries (and other "
+            "scans of it in the same query), which then see only the filtered rows (df.where(...).count() "
+            "then df.count() returns the filtered count). Reads are exact without pushdown: drop the option"
+        )
     return None
 
 
@@ -192,7 +196,7 @@ def normalize_uri(uri: str) -> str:
 def resolve_location(options: Mapping[str, str]) -> TableLocation:
     """The table a set of data source options addresses."""
     opts = {k.lower(): v for k, v in options.items()}
-    storage = {k[len(STORAGE_PREFIX):]: v for k, v in opts.items() if k.startswith(STORAGE_PREFIX)}
+    storage = {k[len(STORAGE_PREFIX) :]: v for k, v in opts.items() if k.startswith(STORAGE_PREFIX)}
     name, path = opts.get("table"), opts.get("path")
     if name and path:
         raise SparkOptionError(f"give either a path ({path!r}) or a table name ({name!r}), not both")
@@ -251,8 +255,12 @@ class TesseraDataSource(DataSource):
         tag = self.options.get("tag")
         if version is not None and tag:
             raise SparkOptionError("give either option version or option tag, not both")
-        return Table.open(loc.uri, version if version is not None else tag, commit_store=loc.commit_store,
-                          storage_options=loc.storage_options)
+        return Table.open(
+            loc.uri,
+            version if version is not None else tag,
+            commit_store=loc.commit_store,
+            storage_options=loc.storage_options,
+        )
 
     def _pushdown(self) -> bool:
         """Whether to push filters: the ``pushdown`` option, refused (a
@@ -301,8 +309,14 @@ class TesseraDataSource(DataSource):
     def reader(self, schema):
         from tessera.format import schema as lschema
 
-        from .read import (DEFAULT_MAX_PARTITION_BYTES, DEFAULT_READ_BATCH_ROWS, PartitionSizing, ReadPlan,
-                                 TesseraFilteringReader, TesseraReader)
+        from .read import (
+            DEFAULT_MAX_PARTITION_BYTES,
+            DEFAULT_READ_BATCH_ROWS,
+            PartitionSizing,
+            ReadPlan,
+            TesseraFilteringReader,
+            TesseraReader,
+        )
 
         pushdown = self._pushdown()
         table = self._open()
@@ -312,10 +326,15 @@ class TesseraDataSource(DataSource):
             raise UnknownColumnError(f"{table.uri} version {table.version} has no columns {unknown}")
         o = self.options
         plan = ReadPlan(
-            uri=table.uri, storage_options=self.location.storage_options, version=table.version,
-            field_protos=[p.SerializeToString() for p in lschema.fields_to_protos(
-                lschema.fields_from_protos(table.manifest.fields))],
-            schema_metadata=dict(table.manifest.schema_metadata), columns=schema.fieldNames(),
+            uri=table.uri,
+            storage_options=self.location.storage_options,
+            version=table.version,
+            field_protos=[
+                p.SerializeToString()
+                for p in lschema.fields_to_protos(lschema.fields_from_protos(table.manifest.fields))
+            ],
+            schema_metadata=dict(table.manifest.schema_metadata),
+            columns=schema.fieldNames(),
             batch_rows=_int_option(o, "batch_rows", DEFAULT_READ_BATCH_ROWS),
             sizing=PartitionSizing(
                 min_partitions=_int_option(o, "min_partitions", self.default_parallelism or os.cpu_count() or 1),
@@ -384,8 +403,15 @@ def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True)
     parallelism = _default_parallelism(spark)
     if parallelism is not None and parallelism != base.default_parallelism:
         # a subclass that Spark pickles by value to its planning workers, carrying the session's parallelism
-        base = type(base.__name__, (base,), {"default_parallelism": parallelism, "__module__": __name__,
-                                             "__qualname__": f"{base.__qualname__}[parallelism={parallelism}]"})
+        base = type(
+            base.__name__,
+            (base,),
+            {
+                "default_parallelism": parallelism,
+                "__module__": __name__,
+                "__qualname__": f"{base.__qualname__}[parallelism={parallelism}]",
+            },
+        )
     spark.dataSource.register(base)
     if refusal is None:
         spark.conf.set(PUSHDOWN_CONF, "true")
@@ -439,6 +465,16 @@ def activate(spark) -> None:
         jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
-__all__ = ["FORMAT", "PUSHDOWN_SAFE_SINCE", "NameResolver", "TableLocation", "TesseraDataSource",
-           "TesseraPushdownDataSource", "activate", "pushdown_refusal", "register", "resolve_location",
-           "set_name_resolver"]
+__all__ = [
+    "FORMAT",
+    "PUSHDOWN_SAFE_SINCE",
+    "NameResolver",
+    "TableLocation",
+    "TesseraDataSource",
+    "TesseraPushdownDataSource",
+    "activate",
+    "pushdown_refusal",
+    "register",
+    "resolve_location",
+    "set_name_resolver",
+]

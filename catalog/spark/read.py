@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -35,14 +35,14 @@ try:
 except ImportError as _exc:  # pragma: no cover - pyspark is an optional dependency
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
+from tessera.catalog.errors import UnknownColumnError
+from tessera.catalog.fragments import FragmentReader
+from tessera.catalog.scan import mask_of
 from tessera.commit.committer import fragment_live_rows
 from tessera.format import schema as lschema
 from tessera.format.protos import file_pb2, table_pb2
 from tessera.stores.object_store import open_object_store
 
-from tessera.catalog.errors import UnknownColumnError
-from tessera.catalog.fragments import FragmentReader
-from tessera.catalog.scan import mask_of
 from .stats import Pushed, prune, translate
 from .types import spark_arrow_schema, to_spark_batch
 
@@ -165,8 +165,14 @@ class TesseraReader(DataSourceReader):
         if p.pushed:
             store = open_object_store(p.uri, p.storage_options)
             kept = prune(store, frags, p.pushed, p.arrow_schema())
-            log.info("tessera read %s@%d: %d of %d fragments after pruning with %s", p.uri, p.version, len(kept),
-                     len(frags), p.pushed)
+            log.info(
+                "tessera read %s@%d: %d of %d fragments after pruning with %s",
+                p.uri,
+                p.version,
+                len(kept),
+                len(frags),
+                p.pushed,
+            )
             frags = kept
         tasks = plan_partitions(frags, p.sizing)
         data = {i: frags[i].SerializeToString() for task in tasks for i, _, _ in task}

@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -109,7 +110,7 @@ class StatsCollector:
         return json.dumps(out, separators=(",", ":")).encode()
 
 
-_FOOTER_CACHE: "OrderedDict[str, dict | None]" = OrderedDict()
+_FOOTER_CACHE: OrderedDict[str, dict | None] = OrderedDict()
 _FOOTER_CACHE_SIZE = 100_000
 
 
@@ -212,9 +213,18 @@ class Pushed:
         return {"lt": lo < v, "le": lo <= v, "gt": hi > v, "ge": hi >= v}[self.op]
 
 
-_OPS = {"EqualTo": "eq", "EqualNullSafe": "eqns", "LessThan": "lt", "LessThanOrEqual": "le",
-        "GreaterThan": "gt", "GreaterThanOrEqual": "ge", "In": "in", "StringStartsWith": "startswith",
-        "StringEndsWith": "endswith", "StringContains": "contains"}
+_OPS = {
+    "EqualTo": "eq",
+    "EqualNullSafe": "eqns",
+    "LessThan": "lt",
+    "LessThanOrEqual": "le",
+    "GreaterThan": "gt",
+    "GreaterThanOrEqual": "ge",
+    "In": "in",
+    "StringStartsWith": "startswith",
+    "StringEndsWith": "endswith",
+    "StringContains": "contains",
+}
 
 
 def translate(flt, schema: pa.Schema, field_ids: dict[str, int]) -> Pushed | None:
@@ -278,6 +288,7 @@ def prune(store, fragments: Iterable, pushed: Sequence[Pushed], schema: pa.Schem
     with ThreadPoolExecutor(min(threads, len(frags))) as pool:
         stats = list(pool.map(lambda f: fragment_stats(store, f), frags))
     return [
-        frag for frag, st in zip(frags, stats)
+        frag
+        for frag, st in zip(frags, stats)
         if all(p.may_match(k, st.get(p.field_id), frag.physical_rows) for p, k in useful)
     ]

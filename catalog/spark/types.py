@@ -51,17 +51,29 @@ LIST_ITEM = "item"
 # -- Arrow -> Spark (reads) -----------------------------------------------------------------
 
 
-def spark_type_of(t: pa.DataType, where: str = "") -> "DataType":
+def spark_type_of(t: pa.DataType, where: str = "") -> DataType:
     """The Spark type a column of Arrow type ``t`` reads as."""
     from pyspark.sql import types as T
 
     simple = {
-        pa.bool_(): T.BooleanType(), pa.int8(): T.ByteType(), pa.int16(): T.ShortType(),
-        pa.int32(): T.IntegerType(), pa.int64(): T.LongType(), pa.uint8(): T.ShortType(),
-        pa.uint16(): T.IntegerType(), pa.uint32(): T.LongType(), pa.uint64(): T.DecimalType(20, 0),
-        pa.float16(): T.FloatType(), pa.float32(): T.FloatType(), pa.float64(): T.DoubleType(),
-        pa.string(): T.StringType(), pa.large_string(): T.StringType(), pa.binary(): T.BinaryType(),
-        pa.large_binary(): T.BinaryType(), pa.date32(): T.DateType(), pa.date64(): T.DateType(),
+        pa.bool_(): T.BooleanType(),
+        pa.int8(): T.ByteType(),
+        pa.int16(): T.ShortType(),
+        pa.int32(): T.IntegerType(),
+        pa.int64(): T.LongType(),
+        pa.uint8(): T.ShortType(),
+        pa.uint16(): T.IntegerType(),
+        pa.uint32(): T.LongType(),
+        pa.uint64(): T.DecimalType(20, 0),
+        pa.float16(): T.FloatType(),
+        pa.float32(): T.FloatType(),
+        pa.float64(): T.DoubleType(),
+        pa.string(): T.StringType(),
+        pa.large_string(): T.StringType(),
+        pa.binary(): T.BinaryType(),
+        pa.large_binary(): T.BinaryType(),
+        pa.date32(): T.DateType(),
+        pa.date64(): T.DateType(),
         pa.null(): T.NullType(),
     }
     if t in simple:
@@ -83,20 +95,18 @@ def spark_type_of(t: pa.DataType, where: str = "") -> "DataType":
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return T.ArrayType(spark_type_of(t.value_type, f"{where}[]"), t.value_field.nullable)
     if pa.types.is_struct(t):
-        return T.StructType([
-            T.StructField(f.name, spark_type_of(f.type, f"{where}.{f.name}"), f.nullable) for f in t
-        ])
+        return T.StructType([T.StructField(f.name, spark_type_of(f.type, f"{where}.{f.name}"), f.nullable) for f in t])
     raise UnsupportedSparkTypeError(f"column {where!r} has Arrow type {t}, which Spark cannot read")
 
 
-def spark_schema_of(schema: pa.Schema) -> "StructType":
+def spark_schema_of(schema: pa.Schema) -> StructType:
     """The Spark schema of a table with Arrow schema ``schema``."""
     from pyspark.sql import types as T
 
     return T.StructType([T.StructField(f.name, spark_type_of(f.type, f.name), f.nullable) for f in schema])
 
 
-def spark_arrow_schema(schema: "StructType") -> pa.Schema:
+def spark_arrow_schema(schema: StructType) -> pa.Schema:
     """Exactly the Arrow schema Spark accepts from ``read()`` for ``schema``."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -118,15 +128,23 @@ def to_spark_batch(arrays: list[pa.Array], target: pa.Schema) -> pa.RecordBatch:
 # -- Spark -> Arrow (writes) ----------------------------------------------------------------
 
 
-def arrow_type_for(dt: "DataType", where: str) -> pa.DataType:
+def arrow_type_for(dt: DataType, where: str) -> pa.DataType:
     """The Arrow type a Spark column is stored as in a new table."""
     from pyspark.sql import types as T
 
     simple = {
-        T.BooleanType: pa.bool_(), T.ByteType: pa.int8(), T.ShortType: pa.int16(), T.IntegerType: pa.int32(),
-        T.LongType: pa.int64(), T.FloatType: pa.float32(), T.DoubleType: pa.float64(),
-        T.StringType: pa.string(), T.BinaryType: pa.binary(), T.DateType: pa.date32(),
-        T.TimestampType: pa.timestamp("us", tz="UTC"), T.TimestampNTZType: pa.timestamp("us"),
+        T.BooleanType: pa.bool_(),
+        T.ByteType: pa.int8(),
+        T.ShortType: pa.int16(),
+        T.IntegerType: pa.int32(),
+        T.LongType: pa.int64(),
+        T.FloatType: pa.float32(),
+        T.DoubleType: pa.float64(),
+        T.StringType: pa.string(),
+        T.BinaryType: pa.binary(),
+        T.DateType: pa.date32(),
+        T.TimestampType: pa.timestamp("us", tz="UTC"),
+        T.TimestampNTZType: pa.timestamp("us"),
         T.NullType: pa.null(),
     }
     for cls, at in simple.items():
@@ -153,7 +171,7 @@ def arrow_type_for(dt: "DataType", where: str) -> pa.DataType:
     )
 
 
-def arrow_schema_for(schema: "StructType") -> pa.Schema:
+def arrow_schema_for(schema: StructType) -> pa.Schema:
     """The Arrow schema of a table created from a DataFrame with ``schema``."""
     names = [f.name for f in schema]
     dup = {n for n in names if names.count(n) > 1}
@@ -162,7 +180,7 @@ def arrow_schema_for(schema: "StructType") -> pa.Schema:
     return pa.schema([pa.field(f.name, arrow_type_for(f.dataType, f.name), f.nullable) for f in schema])
 
 
-def check_append_columns(schema: "StructType", table: pa.Schema) -> None:
+def check_append_columns(schema: StructType, table: pa.Schema) -> None:
     """Refuse, before any task runs, an append whose DataFrame columns are not
     the table's (by name) or have types that cannot be cast to the table's."""
     incoming = {f.name: arrow_type_for(f.dataType, f.name) for f in schema}

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -35,6 +35,9 @@ except ImportError as _exc:  # pragma: no cover - pyspark is an optional depende
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
 from tessera import format as tformat
+from tessera.catalog.errors import SparkOptionError, SparkWriteError
+from tessera.catalog.fragments import DATA_DIR, data_file_entry
+from tessera.catalog.table import make_handler
 from tessera.commit.committer import commit_operation, commit_transaction, new_transaction
 from tessera.commit.errors import CommitConflictError, TableNotFoundError
 from tessera.format import manifest as mf
@@ -43,14 +46,10 @@ from tessera.format.container import DATAFILE_VERSIONS, normalize_version
 from tessera.format.protos import file_pb2, table_pb2
 from tessera.stores.object_store import ObjectStore, open_object_store
 
-from tessera.catalog.errors import SparkOptionError, SparkWriteError
-from tessera.catalog.fragments import DATA_DIR, data_file_entry
 from .stats import STATS_KEY, StatsCollector
 from .types import arrow_schema_for, check_append_columns, conform_batch
-from tessera.catalog.table import make_handler
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -64,7 +63,9 @@ class TesseraCommitMessage(WriterCommitMessage):
     attempt: int = -1
 
     def data_files(self) -> list[str]:
-        return [f"{DATA_DIR}/{df.path}" for f in map(table_pb2.DataFragment.FromString, self.fragments) for df in f.files]
+        return [
+            f"{DATA_DIR}/{df.path}" for f in map(table_pb2.DataFragment.FromString, self.fragments) for df in f.files
+        ]
 
 
 class FragmentSink:
@@ -72,8 +73,16 @@ class FragmentSink:
     unassigned), buffering small batches into slices of ``flush_rows`` rows and
     recording per-file column statistics in each file's footer."""
 
-    def __init__(self, store: ObjectStore, schema: pa.Schema, fields: list[lschema.LanceField], file_version: str,
-                 max_rows_per_file: int, flush_rows: int = 128 * 1024, flush_bytes: int = 64 << 20) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        schema: pa.Schema,
+        fields: list[lschema.LanceField],
+        file_version: str,
+        max_rows_per_file: int,
+        flush_rows: int = 128 * 1024,
+        flush_bytes: int = 64 << 20,
+    ) -> None:
         self.store, self.schema, self.fields = store, schema, fields
         self.file_version, self.max_rows = file_version, max_rows_per_file
         self.flush_rows, self.flush_bytes = flush_rows, flush_bytes
@@ -108,8 +117,9 @@ class FragmentSink:
             if self._writer is None:
                 self._name = f"{uuid.uuid4().hex}.lance"
                 self._out = self.store.open_output(f"{DATA_DIR}/{self._name}")
-                self._writer = tformat.FileWriter(self._out, self.schema, file_version=self.file_version,
-                                                  fields=self.fields)
+                self._writer = tformat.FileWriter(
+                    self._out, self.schema, file_version=self.file_version, fields=self.fields
+                )
                 self._stats.reset()
             piece = batch.slice(pos, min(batch.num_rows - pos, self.max_rows - self._writer.num_rows))
             self._writer.write_batch(piece)
@@ -129,8 +139,14 @@ class FragmentSink:
         frag = table_pb2.DataFragment(physical_rows=w.num_rows)
         ids, cols = data_file_entry(self.fields, self.file_version)
         major, minor = DATAFILE_VERSIONS[self.file_version]
-        frag.files.add(path=self._name, fields=ids, column_indices=cols, file_major_version=major,
-                       file_minor_version=minor, file_size_bytes=size)
+        frag.files.add(
+            path=self._name,
+            fields=ids,
+            column_indices=cols,
+            file_major_version=major,
+            file_minor_version=minor,
+            file_size_bytes=size,
+        )
         self.fragments.append(frag)
         self.rows += w.num_rows
         self.bytes += size
@@ -202,13 +218,12 @@ class WritePlan:
         return lschema.fields_from_protos(file_pb2.Field.FromString(b) for b in self.field_protos)
 
 
-def plan_write(location, spark_schema, overwrite: bool, options) -> "TesseraWriter":
+def plan_write(location, spark_schema, overwrite: bool, options) -> TesseraWriter:
     """Open the table (if any) and fix the base version and the schema to write."""
     from tessera.catalog.table import Table
 
     try:
-        table = Table.open(location.uri, commit_store=location.commit_store,
-                           storage_options=location.storage_options)
+        table = Table.open(location.uri, commit_store=location.commit_store, storage_options=location.storage_options)
     except TableNotFoundError:
         table = None
     if table is not None:
@@ -227,16 +242,27 @@ def plan_write(location, spark_schema, overwrite: bool, options) -> "TesseraWrit
         schema = arrow_schema_for(spark_schema)
         fields = lschema.fields_from_arrow(schema)
     plan = WritePlan(
-        uri=location.uri, commit_store=location.commit_store, storage_options=dict(location.storage_options),
-        overwrite=overwrite, base_version=table.version if table is not None else None, schema=schema,
-        field_protos=[p.SerializeToString() for p in lschema.fields_to_protos(fields)], file_version=file_version,
-        naming=naming, max_rows_per_file=_positive(options, "max_rows_per_file", 1024 * 1024),
+        uri=location.uri,
+        commit_store=location.commit_store,
+        storage_options=dict(location.storage_options),
+        overwrite=overwrite,
+        base_version=table.version if table is not None else None,
+        schema=schema,
+        field_protos=[p.SerializeToString() for p in lschema.fields_to_protos(fields)],
+        file_version=file_version,
+        naming=naming,
+        max_rows_per_file=_positive(options, "max_rows_per_file", 1024 * 1024),
         flush_rows=_positive(options, "write_batch_rows", 128 * 1024),
         retry={k: v for k, v in dict(options).items() if k.lower().startswith("commit.retry.")},
     )
     plan.policy()  # a bad commit.retry.* option fails the job before any task runs
-    log.info("tessera write job %s: %s %s based on version %s", plan.job, "overwrite" if overwrite else "append",
-             plan.uri, plan.base_version)
+    log.info(
+        "tessera write job %s: %s %s based on version %s",
+        plan.job,
+        "overwrite" if overwrite else "append",
+        plan.uri,
+        plan.base_version,
+    )
     return TesseraWriter(plan)
 
 
@@ -279,8 +305,11 @@ class TesseraWriter(DataSourceArrowWriter):
             sink.discard()
             raise
         return TesseraCommitMessage(
-            fragments=[f.SerializeToString() for f in frags], rows=sink.rows, bytes=sink.bytes,
-            partition=ctx.partitionId() if ctx else -1, attempt=ctx.attemptNumber() if ctx else -1,
+            fragments=[f.SerializeToString() for f in frags],
+            rows=sink.rows,
+            bytes=sink.bytes,
+            partition=ctx.partitionId() if ctx else -1,
+            attempt=ctx.attemptNumber() if ctx else -1,
         )
 
     # -- driver -----------------------------------------------------------------------------
@@ -298,8 +327,14 @@ class TesseraWriter(DataSourceArrowWriter):
             return
         else:
             version = self._commit_on(store, handler, handler.load(store, p.base_version), frags)
-        log.info("tessera write job %s: committed version %d of %s (%d fragments, %d rows)",
-                 p.job, version, p.uri, len(frags), rows)
+        log.info(
+            "tessera write job %s: committed version %d of %s (%d fragments, %d rows)",
+            p.job,
+            version,
+            p.uri,
+            len(frags),
+            rows,
+        )
 
     def _overwrite_txn(self, read_version: int, frags):
         txn = new_transaction(read_version)
@@ -316,8 +351,9 @@ class TesseraWriter(DataSourceArrowWriter):
         for k, v in handler.config().items():
             txn.overwrite.config_upsert_values[k] = v
         try:
-            return commit_transaction(store, txn, None, handler=handler, data_format=p.file_version,
-                                      naming=mf.NamingScheme(p.naming)).version
+            return commit_transaction(
+                store, txn, None, handler=handler, data_format=p.file_version, naming=mf.NamingScheme(p.naming)
+            ).version
         except CommitConflictError:
             pass
         latest = handler.load(store)

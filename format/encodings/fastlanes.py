@@ -73,7 +73,7 @@ def packed_block_bytes(bit_width: int) -> int:
     return 128 * bit_width
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _row_plan(bit_width: int, type_bits: int):
     """Per output row slot: (low word index, high word index, shift) as arrays.
 
@@ -141,8 +141,7 @@ def unpack(packed, bit_width: int, type_bits: int, num_blocks: int) -> np.ndarra
     need = num_blocks * packed_block_bytes(bit_width)
     if raw.size < need:
         raise ValueError(
-            f"FastLanes buffer too short: {num_blocks} blocks of {bit_width} bits need "
-            f"{need} bytes, got {raw.size}"
+            f"FastLanes buffer too short: {num_blocks} blocks of {bit_width} bits need {need} bytes, got {raw.size}"
         )
     words = raw[:need].view(_le(type_bits)).astype(dtype, copy=False)
     words = words.reshape(num_blocks, bit_width, BLOCK_VALUES // type_bits)
@@ -212,8 +211,7 @@ def unpack_blocks_at(data, starts, bit_widths, type_bits: int) -> np.ndarray:
         s = starts[sel]
         if s.min() < 0 or s.max() + nbytes > raw.size:
             raise ValueError(
-                f"FastLanes block of {W} bits ({nbytes} bytes) runs past the end of a "
-                f"{raw.size}-byte buffer"
+                f"FastLanes block of {W} bits ({nbytes} bytes) runs past the end of a {raw.size}-byte buffer"
             )
         if sel.size == 1 or np.all(np.diff(s) == nbytes):
             block_bytes = raw[s[0] : s[0] + nbytes * sel.size]  # contiguous run: no gather
@@ -231,7 +229,7 @@ def unpack_blocks_at(data, starts, bit_widths, type_bits: int) -> np.ndarray:
     return out.reshape(-1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _slot_of(type_bits: int):
     """Per output index of a block: its (row, lane)."""
     lanes = BLOCK_VALUES // type_bits
@@ -313,10 +311,7 @@ def decode_inline_blocks(buf, type_bits: int, num_values: int) -> np.ndarray:
     # the unpacking itself is batched.
     for i in range(num_blocks):
         if pos + hdr > raw.size:
-            raise ValueError(
-                f"inline bit-packing buffer truncated: block {i} header at byte {pos} "
-                f"of {raw.size}"
-            )
+            raise ValueError(f"inline bit-packing buffer truncated: block {i} header at byte {pos} of {raw.size}")
         (w,) = struct.unpack_from(fmt, mv, pos)
         if w > type_bits:
             raise ValueError(f"inline bit-packing block {i} has bit width {w} > {type_bits}")

@@ -373,9 +373,7 @@ def decompress(compressed, offsets, symbols, lengths, *, encoder_on: bool = True
         offs = offs.astype(np.int64)
     n = offs.size - 1
     if int(offs[0]) < 0 or int(offs[-1]) > comp.size or (n and np.any(offs[1:] < offs[:-1])):
-        raise ValueError(
-            f"FSST offsets are not monotonic within the {comp.size}-byte compressed buffer"
-        )
+        raise ValueError(f"FSST offsets are not monotonic within the {comp.size}-byte compressed buffer")
     base = int(offs[0])
     # value starts relative to the first; int32 is enough below 2 GiB
     idt = np.int32 if int(offs[-1]) < 2**31 else np.int64

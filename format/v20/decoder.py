@@ -72,8 +72,10 @@ class _Column:
         if rows.size == 0:
             return [], []
         if int(rows[0]) < 0 or int(rows[-1]) >= self.length:
-            raise CorruptFileError(self.path, f"column {self.index}: rows [{int(rows[0])}, {int(rows[-1])}] asked of "
-                                              f"its {self.length} rows")
+            raise CorruptFileError(
+                self.path,
+                f"column {self.index}: rows [{int(rows[0])}, {int(rows[-1])}] asked of its {self.length} rows",
+            )
         which = np.searchsorted(np.asarray(self.starts, dtype=np.int64), rows, side="right") - 1
         cuts = np.flatnonzero(np.diff(which)) + 1
         firsts = np.concatenate(([0], cuts)).tolist()
@@ -93,21 +95,29 @@ class _PageDecoder:
 
     def buffer(self, ref: pb.Buffer) -> pa.Buffer:
         if ref.buffer_type != pb.Buffer.page:
-            raise UnsupportedEncodingError(f"{self.path}: {pb.Buffer.BufferType.Name(ref.buffer_type)} buffers are not supported in 2.0 pages")
+            raise UnsupportedEncodingError(
+                f"{self.path}: {pb.Buffer.BufferType.Name(ref.buffer_type)} buffers are not supported in 2.0 pages"
+            )
         if ref.buffer_index >= len(self.buffers):
             raise CorruptFileError(self.path, f"page refers to buffer {ref.buffer_index} but has {len(self.buffers)}")
         return self.buffers[ref.buffer_index]
 
     def flat(self, enc: pb.ArrayEncoding, length: int, t: pa.DataType, validity: pa.Buffer | None) -> pa.Array:
         if enc.WhichOneof("array_encoding") != "flat":
-            raise UnsupportedEncodingError(f"{self.path}: 2.0 values encoding {enc.WhichOneof('array_encoding')!r} is not supported for {t}")
+            raise UnsupportedEncodingError(
+                f"{self.path}: 2.0 values encoding {enc.WhichOneof('array_encoding')!r} is not supported for {t}"
+            )
         flat = enc.flat
         if flat.HasField("compression") and flat.compression.scheme:
-            raise UnsupportedEncodingError(f"{self.path}: 2.0 flat buffer compression {flat.compression.scheme!r} is not supported")
+            raise UnsupportedEncodingError(
+                f"{self.path}: 2.0 flat buffer compression {flat.compression.scheme!r} is not supported"
+            )
         bits = flat.bits_per_value
         expected = 1 if pa.types.is_boolean(t) else _bit_width_of(t)
         if expected is None or pa.types.is_nested(t):
-            raise CorruptFileError(self.path, f"flat encoding of {bits}-bit values stored for {t}, which is not fixed-width")
+            raise CorruptFileError(
+                self.path, f"flat encoding of {bits}-bit values stored for {t}, which is not fixed-width"
+            )
         if bits != expected:
             raise CorruptFileError(self.path, f"flat encoding has {bits} bits per value, type {t} needs {expected}")
         buf = self.buffer(flat.buffer)
@@ -116,7 +126,9 @@ class _PageDecoder:
             raise CorruptFileError(self.path, f"flat buffer holds {buf.size} bytes, {length} values need {need}")
         return pa.Array.from_buffers(t, length, [validity, buf])
 
-    def nullable_values(self, enc: pb.ArrayEncoding, length: int, t: pa.DataType) -> tuple[pa.Buffer | None, pb.ArrayEncoding | None]:
+    def nullable_values(
+        self, enc: pb.ArrayEncoding, length: int, t: pa.DataType
+    ) -> tuple[pa.Buffer | None, pb.ArrayEncoding | None]:
         """(validity, inner values encoding); inner is None when all values are null."""
         kind = enc.WhichOneof("array_encoding")
         if kind != "nullable":
@@ -168,7 +180,9 @@ class _PageDecoder:
         for f, inner in zip(t, enc.inner):
             validity, values = self.nullable_values(inner, length, f.type)
             if validity is not None or values is None or values.WhichOneof("array_encoding") != "flat":
-                raise UnsupportedEncodingError(f"{self.path}: packed struct field {f.name!r} is not plain fixed-width values")
+                raise UnsupportedEncodingError(
+                    f"{self.path}: packed struct field {f.name!r} is not plain fixed-width values"
+                )
             bits = values.flat.bits_per_value
             if bits % 8 or bits <= 0 or bits != _bit_width_of(f.type):
                 raise UnsupportedEncodingError(f"{self.path}: packed struct field {f.name!r} of {bits} bits ({f.type})")
@@ -176,7 +190,9 @@ class _PageDecoder:
         row = sum(widths)
         buf = self.buffer(enc.buffer)
         if buf.size < row * length:
-            raise CorruptFileError(self.path, f"packed struct buffer holds {buf.size} bytes, {length} rows need {row * length}")
+            raise CorruptFileError(
+                self.path, f"packed struct buffer holds {buf.size} bytes, {length} rows need {row * length}"
+            )
         rows = np.frombuffer(buf, np.uint8, count=row * length).reshape(length, row)
         kids, pos = [], 0
         for f, w in zip(t, widths):
@@ -193,8 +209,9 @@ class _PageDecoder:
         return np.frombuffer(arr.buffers()[1], dtype=np.uint64, count=length)
 
     def _check_binary(self, t: pa.DataType) -> None:
-        if not (pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t)
-                or pa.types.is_large_binary(t)):
+        if not (
+            pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        ):
             raise CorruptFileError(self.path, f"binary (variable-width) encoding stored for {t}")
 
     def binary(self, enc: pb.Binary, length: int, t: pa.DataType) -> pa.Array:
@@ -206,7 +223,9 @@ class _PageDecoder:
         if enc.WhichOneof("array_encoding") != "flat" or enc.flat.bits_per_value != 8:
             raise UnsupportedEncodingError(f"{self.path}: binary bytes encoded as {enc.WhichOneof('array_encoding')!r}")
         if enc.flat.HasField("compression") and enc.flat.compression.scheme:
-            raise UnsupportedEncodingError(f"{self.path}: 2.0 flat buffer compression {enc.flat.compression.scheme!r} is not supported")
+            raise UnsupportedEncodingError(
+                f"{self.path}: 2.0 flat buffer compression {enc.flat.compression.scheme!r} is not supported"
+            )
         return self.buffer(enc.flat.buffer)
 
     def dictionary(self, enc: pb.Dictionary, length: int, t: pa.DataType) -> pa.Array:
@@ -285,8 +304,9 @@ class _RowPicker(_PageDecoder):
         raw = np.frombuffer(data, np.uint8)
         total = int(lens.sum())
         if total > data.size:  # distinct rows of a valid page never overlap
-            raise CorruptFileError(self.path, f"string offsets of {rows.size} rows span {total} bytes, "
-                                              f"the page holds {data.size}")
+            raise CorruptFileError(
+                self.path, f"string offsets of {rows.size} rows span {total} bytes, the page holds {data.size}"
+            )
         first = np.cumsum(lens) - lens
         src = np.arange(total, dtype=np.int64) + np.repeat(prev - first, lens)
         values = raw[src]
@@ -295,7 +315,9 @@ class _RowPicker(_PageDecoder):
         np.cumsum(lens, out=offsets[1:])
         if null.any():
             valid = ~null if valid is None else (valid & ~null)
-        return _with_valid(pa.Array.from_buffers(t, rows.size, [None, pa.py_buffer(offsets), pa.py_buffer(values)]), valid)
+        return _with_valid(
+            pa.Array.from_buffers(t, rows.size, [None, pa.py_buffer(offsets), pa.py_buffer(values)]), valid
+        )
 
 
 def _with_valid(arr: pa.Array, valid: np.ndarray | None) -> pa.Array:
@@ -353,8 +375,10 @@ class _LeafDecoder:
         for page, bufs in zip(pages, buffers):
             arr = _PageDecoder(self.col.path, bufs).decode(page.encoding, page.meta.length, self.type)
             if len(arr) != page.meta.length:
-                raise CorruptFileError(self.col.path, f"column {self.col.index}: a page of {page.meta.length} rows "
-                                                      f"decoded {len(arr)} values")
+                raise CorruptFileError(
+                    self.col.path,
+                    f"column {self.col.index}: a page of {page.meta.length} rows decoded {len(arr)} values",
+                )
             lo = max(start - page.start, 0)
             hi = min(stop - page.start, page.meta.length)
             pieces.append(arr.slice(lo, hi - lo) if (lo, hi) != (0, page.meta.length) else arr)
@@ -380,7 +404,9 @@ class _StructDecoder:
         self.col = _Column(reader, column)
         for p in self.col.pages:
             if p.encoding.WhichOneof("array_encoding") != "struct":
-                raise UnsupportedEncodingError(f"{reader.path}: struct column page encoded as {p.encoding.WhichOneof('array_encoding')!r}")
+                raise UnsupportedEncodingError(
+                    f"{reader.path}: struct column page encoded as {p.encoding.WhichOneof('array_encoding')!r}"
+                )
 
     def read_range(self, start: int, stop: int) -> pa.Array:
         kids = self._check([c.read_range(start, stop) for c in self.children], stop - start)
@@ -406,7 +432,9 @@ class _ListDecoder:
         base = 0
         for p in self.col.pages:
             if p.encoding.WhichOneof("array_encoding") != "list":
-                raise UnsupportedEncodingError(f"{reader.path}: list column page encoded as {p.encoding.WhichOneof('array_encoding')!r}")
+                raise UnsupportedEncodingError(
+                    f"{reader.path}: list column page encoded as {p.encoding.WhichOneof('array_encoding')!r}"
+                )
             p.item_base = base
             base += p.encoding.list.num_items
         self.num_items = base
@@ -438,12 +466,15 @@ class _ListDecoder:
         null = np.concatenate(null_parts) if null_parts else np.zeros(0, bool)
         last_item = int(ends[-1]) if n else first_item
         if not 0 <= first_item <= last_item <= self.num_items:
-            raise CorruptFileError(self.col.path, f"list items [{first_item}, {last_item}) outside the "
-                                                  f"{self.num_items} items of the column")
+            raise CorruptFileError(
+                self.col.path,
+                f"list items [{first_item}, {last_item}) outside the {self.num_items} items of the column",
+            )
         items = self.child.read_range(first_item, last_item)
         if len(items) != last_item - first_item:
-            raise CorruptFileError(self.col.path, f"list item column returned {len(items)} items, "
-                                                  f"expected {last_item - first_item}")
+            raise CorruptFileError(
+                self.col.path, f"list item column returned {len(items)} items, expected {last_item - first_item}"
+            )
         odt = _offset_dtype(self.type)
         offsets = np.empty(n + 1, dtype=odt)
         offsets[0] = 0
@@ -451,10 +482,12 @@ class _ListDecoder:
         if n and np.any(offsets[1:] < offsets[:-1]):
             raise CorruptFileError(self.col.path, "list offsets are not increasing")
         validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
-        return pa.Array.from_buffers(self.type, n, [validity, pa.py_buffer(offsets)], children=[items], null_count=int(null.sum()))
+        return pa.Array.from_buffers(
+            self.type, n, [validity, pa.py_buffer(offsets)], children=[items], null_count=int(null.sum())
+        )
 
 
-def _list_take(dec: "_ListDecoder", rows: np.ndarray) -> pa.Array:
+def _list_take(dec: _ListDecoder, rows: np.ndarray) -> pa.Array:
     """Rows of a list column: their item ranges, then the child's items."""
     pages, groups = dec.col.group_rows(rows)
     buffers = dec.reader.page_buffers([p.meta for p in pages])
@@ -479,8 +512,9 @@ def _list_take(dec: "_ListDecoder", rows: np.ndarray) -> pa.Array:
     if np.any(lens < 0):
         raise CorruptFileError(dec.col.path, "list offsets are not increasing")
     if s.size and (int(s.min()) < 0 or int(e.max()) > dec.num_items):
-        raise CorruptFileError(dec.col.path, f"list items [{int(s.min())}, {int(e.max())}) outside the "
-                                             f"{dec.num_items} items of the column")
+        raise CorruptFileError(
+            dec.col.path, f"list items [{int(s.min())}, {int(e.max())}) outside the {dec.num_items} items of the column"
+        )
     first = np.cumsum(lens) - lens
     items_idx = np.arange(int(lens.sum()), dtype=np.int64) + np.repeat(s - first, lens)
     items = dec.child.take(items_idx) if items_idx.size else dec.child.read_range(0, 0)
@@ -488,7 +522,9 @@ def _list_take(dec: "_ListDecoder", rows: np.ndarray) -> pa.Array:
     offsets = np.zeros(rows.size + 1, dtype=odt)
     np.cumsum(lens, out=offsets[1:])
     validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
-    return pa.Array.from_buffers(dec.type, rows.size, [validity, pa.py_buffer(offsets)], children=[items], null_count=int(null.sum()))
+    return pa.Array.from_buffers(
+        dec.type, rows.size, [validity, pa.py_buffer(offsets)], children=[items], null_count=int(null.sum())
+    )
 
 
 def _check_lengths(dec, rows: int, what: str) -> None:

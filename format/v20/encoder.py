@@ -107,7 +107,9 @@ def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, pa.Buffer | bytes, np.ndar
     return ends, body, null_mask
 
 
-def _binary_encoding(ends: np.ndarray, null_mask: np.ndarray | None, total: int, first_buffer: int) -> tuple[pb.ArrayEncoding, np.ndarray]:
+def _binary_encoding(
+    ends: np.ndarray, null_mask: np.ndarray | None, total: int, first_buffer: int
+) -> tuple[pb.ArrayEncoding, np.ndarray]:
     """Binary encoding over end offsets with nulls marked by ``+ adj``."""
     adj = total + 1
     if null_mask is not None:
@@ -237,7 +239,9 @@ class _BinaryEncoder(_ColumnEncoder):
         if len(items) >= DICT_MAX_DISTINCT:
             return None
         if len(items) == 0:  # every value null: one empty item, every index 0
-            items = pa.array([""] if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) else [b""], arr.type)
+            items = pa.array(
+                [""] if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) else [b""], arr.type
+            )
         idx = denc.indices
         # index 0 is null, k is items[k-1]
         codes = pc.fill_null(pc.add(idx.cast(pa.uint8()), pa.scalar(1, pa.uint8())), pa.scalar(0, pa.uint8()))
@@ -299,7 +303,9 @@ class _PackedStructEncoder(_ColumnEncoder):
         for i, w in enumerate(self.widths):
             child = arr.field(i)
             if child.null_count:
-                raise UnsupportedTypeError(f"packed struct field {arr.type[i].name!r} holds nulls; packed fields store no validity")
+                raise UnsupportedTypeError(
+                    f"packed struct field {arr.type[i].name!r} holds nulls; packed fields store no validity"
+                )
             cols.append(np.frombuffer(_fixed_values(child, w), np.uint8)[: n * (w // 8)].reshape(n, w // 8))
         rows = np.concatenate(cols, axis=1).reshape(-1) if n else np.zeros(0, np.uint8)
         enc = pb.ArrayEncoding()

@@ -268,10 +268,7 @@ def _mb_flat(bits: int, ch: Chunks, b: int, counts: np.ndarray, where: str) -> F
         if counts.size <= 1 or not np.any(counts[:-1] % 8):
             return Fixed(gather(ch.bufs[b], ch.starts[b], nbytes), 1, total)
         data = ch.bufs[b]
-        pieces = [
-            (data[s : s + nb], 0, c)
-            for s, nb, c in zip(ch.starts[b].tolist(), nbytes.tolist(), counts.tolist())
-        ]
+        pieces = [(data[s : s + nb], 0, c) for s, nb, c in zip(ch.starts[b].tolist(), nbytes.tolist(), counts.tolist())]
         bitmap, off = concat_bits(pieces)
         return Fixed(bitmap, 1, total, off)
     raise UnsupportedEncodingError(f"{where}: flat values of {bits} bits are not supported")
@@ -304,7 +301,9 @@ def _mb_variable(offset_bits: int, ch: Chunks, where: str) -> Var:
     if K and C and np.all(counts[:-1] == C):
         # equal chunks (all but maybe the last): subtract each chunk's shift by broadcasting
         full = (K - 1) * C
-        np.subtract(words[:full].reshape(K - 1, C), shift[:-1, None], out=out[:full].reshape(K - 1, C), casting="unsafe")
+        np.subtract(
+            words[:full].reshape(K - 1, C), shift[:-1, None], out=out[:full].reshape(K - 1, C), casting="unsafe"
+        )
         np.subtract(words[full:], shift[-1], out=out[full:-1], casting="unsafe")
     elif K:
         np.subtract(words, np.repeat(shift, counts), out=out[:-1], casting="unsafe")
@@ -361,10 +360,14 @@ def _mb_fsl(fsl: pb.FixedSizeList, ch: Chunks, where: str) -> Fsl:
         _need_buffers(ch, 2, where)
         nbytes = (items + 7) // 8
         _check_sizes(ch, 0, nbytes, where)
-        pieces = [(ch.bufs[0][s : s + nb], 0, c) for s, nb, c in zip(ch.starts[0].tolist(), nbytes.tolist(), items.tolist())]
+        pieces = [
+            (ch.bufs[0][s : s + nb], 0, c) for s, nb, c in zip(ch.starts[0].tolist(), nbytes.tolist(), items.tolist())
+        ]
         bitmap, off = concat_bits(pieces)
         if off:
-            bitmap = np.packbits(np.unpackbits(bitmap, bitorder="little")[off : off + int(items.sum())], bitorder="little")
+            bitmap = np.packbits(
+                np.unpackbits(bitmap, bitorder="little")[off : off + int(items.sum())], bitorder="little"
+            )
         child = _mb_flat(bits, ch, 1, items, where)
         return Fsl(child, dim, ch.total, bitmap)
     _need_buffers(ch, 1, where)
@@ -411,8 +414,9 @@ def _mb_general(g: pb.General, ch: Chunks, where: str):
 # --------------------------------------------------------------- mini-block levels
 
 
-def chunk_levels(enc: pb.CompressiveEncoding, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
-                 nlev: np.ndarray, where: str) -> np.ndarray:
+def chunk_levels(
+    enc: pb.CompressiveEncoding, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, nlev: np.ndarray, where: str
+) -> np.ndarray:
     """Decode the rep or def levels of consecutive chunks; returns all levels (uint16)."""
     kind = _kind(enc, where)
     w = f"{where}.{kind}"
@@ -444,8 +448,7 @@ def chunk_levels(enc: pb.CompressiveEncoding, data: np.ndarray, starts: np.ndarr
         return _levels_rle(data, starts, sizes, nlev, w)
     # anything else a block decoder knows, one chunk at a time
     parts = [
-        block_levels(enc, data[s : s + n], c, where)
-        for s, n, c in zip(starts.tolist(), sizes.tolist(), nlev.tolist())
+        block_levels(enc, data[s : s + n], c, where) for s, n, c in zip(starts.tolist(), sizes.tolist(), nlev.tolist())
     ]
     return np.concatenate(parts).astype(np.uint16, copy=False)
 
@@ -680,7 +683,7 @@ def fixed_value_bits(enc: pb.CompressiveEncoding, where: str) -> int:
     raise UnsupportedEncodingError(f"{where}: the {kind} encoding is not supported for full-zip fixed-width values")
 
 
-def _constant_fixed(enc: pb.CompressiveEncoding, n: int, w: str) -> "Fixed":
+def _constant_fixed(enc: pb.CompressiveEncoding, n: int, w: str) -> Fixed:
     """``n`` copies of a constant encoding's value."""
     c = enc.constant
     if not c.HasField("value"):
@@ -751,8 +754,7 @@ def var_per_value(enc: pb.CompressiveEncoding, offsets: np.ndarray, data: np.nda
     if kind == "general":
         g = enc.general
         pieces = [
-            general_decompress(g.compression, data[s:e], w)
-            for s, e in zip(offsets[:-1].tolist(), offsets[1:].tolist())
+            general_decompress(g.compression, data[s:e], w) for s, e in zip(offsets[:-1].tolist(), offsets[1:].tolist())
         ]
         sizes = np.asarray([p.size for p in pieces], dtype=np.int64)
         new_offs = np.concatenate(([0], np.cumsum(sizes)))

@@ -137,7 +137,8 @@ class FieldDecoder:
         total = sum(rows)  # Python ints: a corrupt page length may not fit in int64
         if total != self.reader.num_rows or total >= 2**62:
             raise CorruptFileError(
-                self.path, f"column {leaf.column} ({leaf.field.name!r}) holds {total} rows, the file {self.reader.num_rows}"
+                self.path,
+                f"column {leaf.column} ({leaf.field.name!r}) holds {total} rows, the file {self.reader.num_rows}",
             )
         lengths = np.asarray(rows, dtype=np.int64)
         leaf.row_starts = np.concatenate(([0], np.cumsum(lengths)))
@@ -264,7 +265,9 @@ class FieldDecoder:
         infos = [(arr, layers, len(layers) - 1) for arr, layers in results]
         out = self._build(self.field, infos)
         if len(out) != rows.size:
-            raise CorruptFileError(self.path, f"field {self.field.name!r}: decoded {len(out)} rows, {rows.size} expected")
+            raise CorruptFileError(
+                self.path, f"field {self.field.name!r}: decoded {len(out)} rows, {rows.size} expected"
+            )
         return out
 
     def _assemble_leaf(self, leaf: _Leaf, pieces: list[Piece], num_rows: int):
@@ -320,7 +323,9 @@ class FieldDecoder:
                 k = _count_leaves(c)
                 child = self._build(c, [(a, ls, i - 1) for a, ls, i in infos[pos : pos + k]])
                 if len(child) != lay.length:
-                    raise CorruptFileError(self.path, f"struct {f.name!r}: child {c.name!r} has {len(child)} rows, expected {lay.length}")
+                    raise CorruptFileError(
+                        self.path, f"struct {f.name!r}: child {c.name!r} has {len(child)} rows, expected {lay.length}"
+                    )
                 children.append(child)
                 pos += k
             return pa.Array.from_buffers(t, lay.length, [validity], children=children)
@@ -359,5 +364,7 @@ class FieldDecoder:
         infos = [(arr, layers, len(layers) - 1) for arr, layers in results]
         out = self._build(self.field, infos)
         if len(out) != stop - start:
-            raise CorruptFileError(self.path, f"field {self.field.name!r}: decoded {len(out)} rows, {stop - start} expected")
+            raise CorruptFileError(
+                self.path, f"field {self.field.name!r}: decoded {len(out)} rows, {stop - start} expected"
+            )
         return out

@@ -212,7 +212,11 @@ def _is_wide(values: LeafValues, valid: np.ndarray | None) -> bool:
 def _encode_values(plan: LeafPlan, levels: PageLevels, values: LeafValues, num_rows: int, large: bool, valid):
     if not _is_wide(values, valid):
         try:
-            d = dictionary_encode.choose(values, "2.2" if large else "2.1") if isinstance(values, VariableValues) else None
+            d = (
+                dictionary_encode.choose(values, "2.2" if large else "2.1")
+                if isinstance(values, VariableValues)
+                else None
+            )
             if d is not None:
                 buffers, layout = encode_miniblock(levels, d.indices, plan.max_rep, large)
                 return dictionary_encode.apply(layout, buffers, d), layout

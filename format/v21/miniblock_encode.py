@@ -179,8 +179,6 @@ def _check_hard_limits(sizer: _Sizer, plan: _Plan, large: bool) -> None:
         raise ChunkingError("a mini-block chunk would hold a single value")
 
 
-
-
 def _headers(sizer: _Sizer, nl, hdr: int, bufs, large: bool) -> np.ndarray:
     K = len(nl)
     width = _pad8(hdr)
@@ -212,7 +210,7 @@ class _Part:
     src: np.ndarray  # uint8, 1-D
     start: np.ndarray
     length: np.ndarray
-    at: "np.ndarray | int" = 0
+    at: np.ndarray | int = 0
     chunks: np.ndarray | None = None
 
     def scatter(self, out: np.ndarray, buf_pos: np.ndarray) -> None:
@@ -255,7 +253,9 @@ def _bits_parts(bits: np.ndarray, per_value: int, vs: np.ndarray, ve: np.ndarray
         packed = np.packbits(bits, bitorder="little")
         first = starts // 8
         return [_Part(packed, first, (ve * per_value + 7) // 8 - first)]
-    pieces = [np.packbits(bits[s * per_value : e * per_value], bitorder="little") for s, e in zip(vs.tolist(), ve.tolist())]
+    pieces = [
+        np.packbits(bits[s * per_value : e * per_value], bitorder="little") for s, e in zip(vs.tolist(), ve.tolist())
+    ]
     lengths = np.array([len(x) for x in pieces], dtype=np.int64)
     return [_Part(np.concatenate(pieces), np.cumsum(lengths) - lengths, lengths)]
 
@@ -270,7 +270,9 @@ def _value_parts(values: LeafValues, plan: _Plan, bitpack: int | None) -> list[l
         heads, groups = bitpack_encode.chunk_blocks(values, bitpack, vs, ve)  # type: ignore[arg-type]
         parts: list = [_Rows(heads)]
         for sel, packed, size in groups:
-            parts.append(_Part(packed, np.arange(len(sel), dtype=np.int64) * size, np.full(len(sel), size), heads.shape[1], sel))
+            parts.append(
+                _Part(packed, np.arange(len(sel), dtype=np.int64) * size, np.full(len(sel), size), heads.shape[1], sel)
+            )
         return [parts]
     if isinstance(values, VariableValues):
         # a chunk's buffer: its offsets rebased to the buffer start (counting
@@ -289,8 +291,11 @@ def _value_parts(values: LeafValues, plan: _Plan, bitpack: int | None) -> list[l
         parts = [_Part(offs, ends - data_at, data_at), _Part(values.data, lo, hi - lo, data_at)]
         padded = np.flatnonzero(pads)
         if len(padded):
-            parts.append(_Part(_VAR_PADS, np.zeros(len(padded), dtype=np.int64), pads[padded],
-                               (data_at + hi - lo)[padded], padded))
+            parts.append(
+                _Part(
+                    _VAR_PADS, np.zeros(len(padded), dtype=np.int64), pads[padded], (data_at + hi - lo)[padded], padded
+                )
+            )
         return [parts]
     out = []
     if values.item_validity is not None:
@@ -351,9 +356,15 @@ def _serialize_uniform(levels: PageLevels, values: FixedValues, plan: _Plan, siz
     else:
         vb = n0 * values.width
         out[:, col : col + vb] = values.data[: full * vb].reshape(full, vb)
-    tail_plan = _Plan(plan.vs[full:] - full * n0, plan.ve[full:] - full * n0, plan.ls[full:] - full * n0, plan.le[full:] - full * n0)
+    tail_plan = _Plan(
+        plan.vs[full:] - full * n0, plan.ve[full:] - full * n0, plan.ls[full:] - full * n0, plan.le[full:] - full * n0
+    )
     tail_levels = PageLevels(
-        None, None if levels.defs is None else levels.defs[full * n0 :], levels.layers, None, levels.num_levels - full * n0
+        None,
+        None if levels.defs is None else levels.defs[full * n0 :],
+        levels.layers,
+        None,
+        levels.num_levels - full * n0,
     )
     bpv = values.bits_per_value
     tail_values = FixedValues(

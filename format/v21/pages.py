@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from ..errors import CorruptFileError, UnsupportedEncodingError
 from . import compressive as cz
-from .layout import DEF_LEVELS, LIST_LAYERS, NULLABLE_ITEM, NULLABLE_LIST, NULL_AND_EMPTY_LIST, check_layers
+from .layout import DEF_LEVELS, LIST_LAYERS, NULL_AND_EMPTY_LIST, NULLABLE_ITEM, NULLABLE_LIST, check_layers
 from .repdef import Structure, canonical_defs, page_max_visible
 from .values import Fixed, as_u8, is_var, repeat_scalar, to_arrow, uint_at
 
@@ -53,7 +53,9 @@ def _joined(bufs) -> tuple[np.ndarray, np.ndarray]:
     if len(bufs) == 1:
         return as_u8(bufs[0]), np.zeros(1, dtype=np.int64)
     parent = getattr(bufs[0], "parent", None)
-    if parent is not None and all(getattr(b, "parent", None) is not None and b.parent.address == parent.address for b in bufs):
+    if parent is not None and all(
+        getattr(b, "parent", None) is not None and b.parent.address == parent.address for b in bufs
+    ):
         starts = np.fromiter((b.address for b in bufs), dtype=np.int64, count=len(bufs)) - parent.address
         return np.frombuffer(parent, dtype=np.uint8), starts
     sizes = np.fromiter((b.size if hasattr(b, "size") else len(b) for b in bufs), dtype=np.int64, count=len(bufs))
@@ -253,7 +255,9 @@ class MiniBlockPage(_PageBase):
         bw = 4 if self.large else 2
         header = 2 * (1 + bool(self.has_rep) + bool(self.has_def)) + self.num_buffers * bw
         if np.any(cbytes < header) or np.any(base + cbytes > data.size):
-            raise CorruptFileError(None, f"{w}: a chunk is smaller than its header ({header} bytes) or lies outside the data")
+            raise CorruptFileError(
+                None, f"{w}: a chunk is smaller than its header ({header} bytes) or lies outside the data"
+            )
         # the level count is only needed to decode levels
         nlev = cz.u16(data, base) if self.has_rep or self.has_def else None
         pos = base + 2
@@ -333,7 +337,9 @@ class MiniBlockPage(_PageBase):
             return super().take_ranges(rows)
         off, _ = self.buffers[1]
         chunks = self._take_plan(rows)[0]
-        return [(off + int(o), int(n)) for o, n in zip(self.chunk_off[chunks].tolist(), self.chunk_bytes[chunks].tolist())]
+        return [
+            (off + int(o), int(n)) for o, n in zip(self.chunk_off[chunks].tolist(), self.chunk_bytes[chunks].tolist())
+        ]
 
     def take(self, rows: np.ndarray, bufs) -> Piece:
         """Only the chunks holding ``rows`` are fetched and decoded, all at once."""
@@ -468,7 +474,9 @@ class FullZipPage(_PageBase):
             raw = as_u8(bufs[0])
             n = self.num_rows + 1
             if raw.size % n or raw.size // n not in (1, 2, 4, 8):
-                raise CorruptFileError(None, f"{self.where}: row offset table of {raw.size} bytes for {self.num_rows} rows")
+                raise CorruptFileError(
+                    None, f"{self.where}: row offset table of {raw.size} bytes for {self.num_rows} rows"
+                )
             width = raw.size // n
             self.row_off = np.frombuffer(raw.tobytes(), dtype=f"<u{width}").astype(np.int64)
             if np.any(np.diff(self.row_off) < 0) or int(self.row_off[-1]) > self.buffers[0][1]:
@@ -686,7 +694,9 @@ class AllNullPage(_PageBase):
         if rep is not None:
             self.row_starts = np.flatnonzero(rep == self.max_rep)
             if self.row_starts.size != self.num_rows or (rep.size and self.row_starts[0] != 0):
-                raise CorruptFileError(None, f"{w}: levels describe {self.row_starts.size} rows, page has {self.num_rows}")
+                raise CorruptFileError(
+                    None, f"{w}: levels describe {self.row_starts.size} rows, page has {self.num_rows}"
+                )
         elif defs is not None and defs.size != self.num_rows:
             raise CorruptFileError(None, f"{w}: {defs.size} levels for {self.num_rows} rows")
         self.meta_loaded = True

@@ -38,7 +38,9 @@ class Fixed:
         if self.data.size < need:
             raise CorruptFileError(None, f"value buffer holds {self.data.size} bytes, {need} needed")
         dt = np.dtype(f"<{'i' if signed else 'u'}{width}")
-        return self.data[:need].view(dt) if self.data.flags.c_contiguous else np.frombuffer(self.data[:need].tobytes(), dt)
+        return (
+            self.data[:need].view(dt) if self.data.flags.c_contiguous else np.frombuffer(self.data[:need].tobytes(), dt)
+        )
 
 
 @dataclass
@@ -191,12 +193,7 @@ def fixed_bits(t: pa.DataType) -> int | None:
 
 
 def is_var(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_large_binary(t)
-    )
+    return pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t)
 
 
 def is_large_var(t: pa.DataType) -> bool:

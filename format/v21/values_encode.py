@@ -197,7 +197,9 @@ def check_leaf_type(t: pa.DataType, name: str) -> None:
 def _packed_from_array(arr: pa.StructArray) -> FixedValues:
     """Packed struct rows: every field's bytes, row by row."""
     n = len(arr)
-    parent_valid = None if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    parent_valid = (
+        None if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    )
     cols, widths = [], []
     for i, f in enumerate(arr.type):
         child = arr.field(i)  # sliced to the struct's rows
@@ -277,7 +279,11 @@ def from_arrays(arrays: list[pa.Array]) -> LeafValues | None:
         for a in arrays:
             bufs = a.buffers()
             m = len(a)
-            offs = np.frombuffer(bufs[1], dtype=odt)[a.offset : a.offset + m + 1] if bufs[1] is not None else np.zeros(1, odt)
+            offs = (
+                np.frombuffer(bufs[1], dtype=odt)[a.offset : a.offset + m + 1]
+                if bufs[1] is not None
+                else np.zeros(1, odt)
+            )
             offs_list.append(offs)
             data_list.append(_u8(bufs[2]))
             n += m
@@ -291,7 +297,9 @@ def from_arrays(arrays: list[pa.Array]) -> LeafValues | None:
             chunks.append(data[lo:hi])
             out_offs.append(offs[1:].astype(np.int64) - lo + base)
             base += hi - lo
-        return VariableValues(n, np.concatenate(out_offs), np.concatenate(chunks) if chunks else _u8(None), 64 if large else 32)
+        return VariableValues(
+            n, np.concatenate(out_offs), np.concatenate(chunks) if chunks else _u8(None), 64 if large else 32
+        )
     parts = [_fixed_from_array(a) for a in arrays]
     if len(parts) == 1:
         return parts[0]

@@ -21,15 +21,15 @@ one, and tables that recorded the old id will refuse this store.
 from __future__ import annotations
 
 import uuid
-from typing import Sequence, Union
+from collections.abc import Sequence
 
-from alembic import context, op
 import sqlalchemy as sa
+from alembic import context, op
 
 revision: str = "0003_store_meta"
-down_revision: Union[str, Sequence[str], None] = "0002_catalog"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0002_catalog"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 TABLE = "tessera_store_meta"
 

@@ -104,9 +104,13 @@ def main() -> None:
         if want("redis"):
             results["redis"] = bench_tessera(os.path.join(work, "redis"), n, "redis://127.0.0.1:6379/14")
         if want("postgres"):
-            results["postgres"] = bench_tessera(os.path.join(work, "pg" + key), n, "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+            results["postgres"] = bench_tessera(
+                os.path.join(work, "pg" + key), n, "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+            )
         if want("mysql"):
-            results["mysql"] = bench_tessera(os.path.join(work, "my" + key), n, "mysql+pymysql://root@127.0.0.1:3306/test")
+            results["mysql"] = bench_tessera(
+                os.path.join(work, "my" + key), n, "mysql+pymysql://root@127.0.0.1:3306/test"
+            )
         if want("s3-native") or want("s3-dynamodb"):
             services = _services()
             for k, v in services.AWS_ENV.items():

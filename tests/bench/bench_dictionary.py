@@ -33,10 +33,12 @@ def main(argv=None) -> None:
 
     rng = np.random.default_rng(1)
     codes = np.array([f"country-{i:03d}" for i in range(200)])
-    table = pa.table({
-        "country": pa.array(codes[rng.integers(0, 200, args.rows)]),
-        "status": pa.array(np.array(["ok", "error", "retry"])[rng.integers(0, 3, args.rows)]),
-    })
+    table = pa.table(
+        {
+            "country": pa.array(codes[rng.integers(0, 200, args.rows)]),
+            "status": pa.array(np.array(["ok", "error", "retry"])[rng.integers(0, 3, args.rows)]),
+        }
+    )
 
     def tessera(path):
         format.write_file(path, table, file_version="2.2")
@@ -48,8 +50,11 @@ def main(argv=None) -> None:
     scratch = tempfile.mkdtemp(prefix="bench-dict-")
     results = {}
     try:
-        for name, fn, dictionaries in (("tessera", tessera, True), ("pylance", pylance, True),
-                                       ("tessera, no dictionary", tessera, False)):
+        for name, fn, dictionaries in (
+            ("tessera", tessera, True),
+            ("pylance", pylance, True),
+            ("tessera, no dictionary", tessera, False),
+        ):
             dictionary_encode.ENABLED = dictionaries
             times = []
             for i in range(args.repeat):

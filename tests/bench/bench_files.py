@@ -91,7 +91,9 @@ def main() -> None:
             pr = median_time(r_theirs, args.repeat)
             tr_own = median_time(r_ours_own, args.repeat)
             tr_theirs = median_time(r_ours_theirs, args.repeat)
-            sizes = f"(sizes: tessera {os.path.getsize(ours) / 1e6:.0f} MB, pylance {os.path.getsize(theirs) / 1e6:.0f} MB)"
+            sizes = (
+                f"(sizes: tessera {os.path.getsize(ours) / 1e6:.0f} MB, pylance {os.path.getsize(theirs) / 1e6:.0f} MB)"
+            )
             for op, t, p in (
                 ("write", tw, pw),
                 ("read own file (vs pylance reading its own)", tr_own, pr),

@@ -45,12 +45,14 @@ def make_batches(rows: int, batch: int = 1_000_000):
     for start in range(0, rows, batch):
         n = min(batch, rows - start)
         i = np.arange(start, start + n, dtype=np.int64)
-        yield pa.record_batch({
-            "i": i,
-            "f": rng.standard_normal(n),
-            "s": pa.array(np.char.add("row-", (i % 1_000_000).astype("U7"))),
-            "key": rng.integers(0, 1 << 40, n),
-        })
+        yield pa.record_batch(
+            {
+                "i": i,
+                "f": rng.standard_normal(n),
+                "s": pa.array(np.char.add("row-", (i % 1_000_000).astype("U7"))),
+                "key": rng.integers(0, 1 << 40, n),
+            }
+        )
 
 
 def median_time(fn, repeat: int) -> tuple[float, object]:
@@ -80,13 +82,19 @@ def main() -> None:
     shutil.rmtree(path, ignore_errors=True)
     schema = next(make_batches(1)).schema
     t0 = time.perf_counter()
-    lance.write_dataset(pa.RecordBatchReader.from_batches(schema, make_batches(args.rows)), path,
-                        enable_stable_row_ids=True, max_rows_per_file=args.fragment_rows)
+    lance.write_dataset(
+        pa.RecordBatchReader.from_batches(schema, make_batches(args.rows)),
+        path,
+        enable_stable_row_ids=True,
+        max_rows_per_file=args.fragment_rows,
+    )
     lance.dataset(path).delete("i % 97 = 0")
     print(f"pylance wrote {args.rows:,} rows in {time.perf_counter() - t0:.1f}s ({path})")
     t0 = time.perf_counter()
     m = Table.open(path).compact(args.target, sort_by="key" if args.sorted else None)
-    print(f"Tessera compacted {m.fragments_removed} -> {m.fragments_added} fragments in {time.perf_counter() - t0:.1f}s")
+    print(
+        f"Tessera compacted {m.fragments_removed} -> {m.fragments_added} fragments in {time.perf_counter() - t0:.1f}s"
+    )
 
     live = Table.open(path).to_arrow(columns=["_rowid"]).column("_rowid").to_numpy()
     ids = np.random.default_rng(1).choice(live, args.takes, replace=False)
@@ -120,15 +128,23 @@ def main() -> None:
         Table.open(path).take_rows(ids)
         return time.perf_counter() - t0
 
-    results.append(("open + first take", statistics.median(tessera_cold() for _ in range(args.repeat)),
-                    statistics.median(l_open + lance_cold() for _ in range(args.repeat))))
+    results.append(
+        (
+            "open + first take",
+            statistics.median(tessera_cold() for _ in range(args.repeat)),
+            statistics.median(l_open + lance_cold() for _ in range(args.repeat)),
+        )
+    )
     t_lookup, _ = median_time(lambda: index.lookup(ids), args.repeat)
     results.append(("lookup only (id -> address)", t_lookup, None))
 
     if not mine.column("i").equals(theirs.column("i")):
         raise SystemExit("Tessera and pylance returned different rows")
 
-    print(f"\nrows={args.rows:,}  fragments={len(table.fragments)}  index={index}  build={index.build_seconds * 1e3:.1f} ms")
+    print(
+        f"\nrows={args.rows:,}  fragments={len(table.fragments)}  index={index}  "
+        f"build={index.build_seconds * 1e3:.1f} ms"
+    )
     print(f"{'operation':<32}{'Tessera':>12}{'pylance':>12}{'ratio':>9}")
     for name, mine_s, theirs_s in results:
         ratio = f"{mine_s / theirs_s:8.2f}x" if theirs_s else "      n/a"

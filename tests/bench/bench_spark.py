@@ -35,19 +35,22 @@ def session(arrow_batch_rows: int | None, lift_arrow_byte_cap: bool = True):
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    import tessera.catalog.spark
+    from tessera.catalog import spark as tspark
 
-    from tessera import catalog
-
-    b = (SparkSession.builder.master("local[2]").appName("tessera-bench")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g")
-         .config("spark.sql.shuffle.partitions", "2"))
+    b = (
+        SparkSession.builder.master("local[2]")
+        .appName("tessera-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", "2")
+    )
     if arrow_batch_rows:
         b = b.config("spark.sql.execution.arrow.maxRecordsPerBatch", str(arrow_batch_rows))
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    catalog.spark.register(spark, lift_arrow_byte_cap=lift_arrow_byte_cap)
+    tspark.register(spark, lift_arrow_byte_cap=lift_arrow_byte_cap)
     return spark
 
 
@@ -62,8 +65,13 @@ def source(spark, rows: int, partitions: int):
 
 def floor_source(rows: int, partitions: int, batch_rows: int = 64 * 1024):
     """The do-nothing Python data source (pickled by value to Spark's workers)."""
-    from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition,
-                                        WriterCommitMessage)
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        InputPartition,
+        WriterCommitMessage,
+    )
 
     class DropWriter(DataSourceArrowWriter):
         def write(self, iterator):
@@ -89,10 +97,14 @@ def floor_source(rows: int, partitions: int, batch_rows: int = 64 * 1024):
             if key not in cache:
                 ids = np.arange(rows // partitions, dtype=np.int64)
                 strings = np.char.add("user-", np.char.zfill((ids % 100000).astype(str), 11))
-                cache[key] = pa.table({
-                    "id": ids, "x": ids / 7.0, "s": pa.array(strings, pa.string()),
-                    "ts": pa.array(1_700_000_000_000_000 + ids * 1_000_000, pa.timestamp("us", tz="UTC")),
-                }).to_batches(max_chunksize=batch_rows)
+                cache[key] = pa.table(
+                    {
+                        "id": ids,
+                        "x": ids / 7.0,
+                        "s": pa.array(strings, pa.string()),
+                        "ts": pa.array(1_700_000_000_000_000 + ids * 1_000_000, pa.timestamp("us", tz="UTC")),
+                    }
+                ).to_batches(max_chunksize=batch_rows)
             yield from cache[key]
 
     class FloorSource(DataSource):
@@ -154,11 +166,18 @@ def main(argv=None) -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     ap.add_argument("--no-floor", action="store_true", help="skip the do-nothing Python source")
-    ap.add_argument("--arrow-batch-rows", type=int, default=None,
-                    help="spark.sql.execution.arrow.maxRecordsPerBatch (Spark's default: 10000)")
-    ap.add_argument("--keep-arrow-byte-cap", action="store_true",
-                    help="register without lifting spark.sql.execution.arrow.maxBytesPerBatch (Spark's per-row "
-                         "byte accounting stays on, as in a session that sets the cap itself)")
+    ap.add_argument(
+        "--arrow-batch-rows",
+        type=int,
+        default=None,
+        help="spark.sql.execution.arrow.maxRecordsPerBatch (Spark's default: 10000)",
+    )
+    ap.add_argument(
+        "--keep-arrow-byte-cap",
+        action="store_true",
+        help="register without lifting spark.sql.execution.arrow.maxBytesPerBatch (Spark's per-row "
+        "byte accounting stays on, as in a session that sets the cap itself)",
+    )
     args = ap.parse_args(argv)
 
     spark = session(args.arrow_batch_rows, lift_arrow_byte_cap=not args.keep_arrow_byte_cap)
@@ -202,22 +221,31 @@ def main(argv=None) -> None:
         tess_bytes = sum(df.file_size_bytes for f in Table.open(tess).fragments for df in f.files)
         parq_bytes = sum(os.path.getsize(os.path.join(parq, f)) for f in os.listdir(parq) if f.endswith(".parquet"))
 
-        print(f"\n{args.rows:,} rows x (int64, float64, string, timestamp), {args.partitions} partitions, "
-              f"local[2], median of {args.repeat}; "
-              f"arrow.maxBytesPerBatch={spark.conf.get('spark.sql.execution.arrow.maxBytesPerBatch')}")
+        print(
+            f"\n{args.rows:,} rows x (int64, float64, string, timestamp), {args.partitions} partitions, "
+            f"local[2], median of {args.repeat}; "
+            f"arrow.maxBytesPerBatch={spark.conf.get('spark.sql.execution.arrow.maxBytesPerBatch')}"
+        )
         print(f"{'operation':<16} {'seconds':>8} {'M rows/s':>9} {'CPU s':>7}   runs (wall seconds)")
         for name, t in med.items():
             runs = ", ".join(f"{x:.2f}" for x in times[name])
             cpu = f"{cpu_med[name]:>7.2f}" if name in cpu_med else f"{'n/a':>7}"
             print(f"{name:<16} {t:>8.2f} {args.rows / t / 1e6:>9.2f} {cpu}   [{runs}]")
-        print(f"\nTessera / Parquet throughput: write {med['write parquet'] / med['write tessera']:.2f}x, "
-              f"read {med['read parquet'] / med['read tessera']:.2f}x (target >= 0.8x)")
+        print(
+            f"\nTessera / Parquet throughput: write {med['write parquet'] / med['write tessera']:.2f}x, "
+            f"read {med['read parquet'] / med['read tessera']:.2f}x (target >= 0.8x)"
+        )
         if {"write tessera", "write parquet", "read tessera", "read parquet"} <= cpu_med.keys():
-            print(f"Tessera / Parquet by CPU seconds:    write {cpu_med['write parquet'] / cpu_med['write tessera']:.2f}x, "
-                  f"read {cpu_med['read parquet'] / cpu_med['read tessera']:.2f}x")
+            print(
+                "Tessera / Parquet by CPU seconds:    "
+                f"write {cpu_med['write parquet'] / cpu_med['write tessera']:.2f}x, "
+                f"read {cpu_med['read parquet'] / cpu_med['read tessera']:.2f}x"
+            )
         if not args.no_floor:
-            print(f"do-nothing Python source / Parquet:  write {med['write parquet'] / med['write floor']:.2f}x, "
-                  f"read {med['read parquet'] / med['read floor']:.2f}x (the ceiling for any Python source)")
+            print(
+                f"do-nothing Python source / Parquet:  write {med['write parquet'] / med['write floor']:.2f}x, "
+                f"read {med['read parquet'] / med['read floor']:.2f}x (the ceiling for any Python source)"
+            )
         print(f"data files (latest version): tessera {tess_bytes / 1e6:.1f} MB, parquet {parq_bytes / 1e6:.1f} MB")
     finally:
         spark.stop()

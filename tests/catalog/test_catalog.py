@@ -80,7 +80,7 @@ def test_tables_lifecycle(cat):
     uri = cat.table_info("ns.orders2")["uri"]
     cat.drop_table("ns.orders2")
     assert os.path.exists(uri)  # data kept without purge
-    t2 = cat.create_table("ns.gone", _data())
+    cat.create_table("ns.gone", _data())
     uri2 = cat.table_info("ns.gone")["uri"]
     cat.drop_table("ns.gone", purge=True)
     assert not any(files for _, _, files in os.walk(uri2))

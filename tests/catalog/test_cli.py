@@ -56,7 +56,9 @@ def _files(tmp_path):
     t = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "city": ["SF", "NYC", "SF"], "amount": [5.0, 20.0, 30.0]})
     pq.write_table(t, tmp_path / "a.parquet")
     pcsv.write_csv(pa.table({"id": pa.array([4], pa.int64()), "city": ["LA"], "amount": [50.0]}), tmp_path / "b.csv")
-    feather.write_feather(pa.table({"id": pa.array([5], pa.int64()), "city": ["SF"], "amount": [1.0]}), str(tmp_path / "c.arrow"))
+    feather.write_feather(
+        pa.table({"id": pa.array([5], pa.int64()), "city": ["SF"], "amount": [1.0]}), str(tmp_path / "c.arrow")
+    )
 
 
 def test_cli_end_to_end(env):
@@ -241,8 +243,14 @@ def test_narrow_terminal_and_wide_tables(sq):
     args, ns, tmp = sq
     run(args, "create", f"{ns}.wide", str(_wide(tmp)))
     narrow = {"COLUMNS": "40"}
-    for cmd in (["head", f"{ns}.wide"], ["scan", f"{ns}.wide"], ["describe", f"{ns}.wide"],
-                ["table", "list"], ["namespace", "list"], ["history", f"{ns}.wide"]):
+    for cmd in (
+        ["head", f"{ns}.wide"],
+        ["scan", f"{ns}.wide"],
+        ["describe", f"{ns}.wide"],
+        ["table", "list"],
+        ["namespace", "list"],
+        ["history", f"{ns}.wide"],
+    ):
         out = run(args, *cmd, env=narrow).output
         _check_fits(out, 40)
     out = run(args, "head", f"{ns}.wide", env=narrow).output
@@ -267,8 +275,9 @@ def test_narrow_terminal_and_wide_tables(sq):
 
 def test_scan_limits_and_output_files(sq):
     args, ns, tmp = sq
-    pq.write_table(pa.table({"id": pa.array(range(50), pa.int64()), "s": [f"r{i}" for i in range(50)]}),
-                   tmp / "fifty.parquet")
+    pq.write_table(
+        pa.table({"id": pa.array(range(50), pa.int64()), "s": [f"r{i}" for i in range(50)]}), tmp / "fifty.parquet"
+    )
     name = f"{ns}.fifty"
     run(args, "create", name, str(tmp / "fifty.parquet"))
     wide = {"COLUMNS": "100"}
@@ -309,9 +318,17 @@ def test_scan_limits_and_output_files(sq):
 def test_read_only_commands_create_nothing(tmp_path):
     misspelt = tmp_path / "wherehouse"
     args = ["--warehouse", str(misspelt)]
-    for cmd in (["head", "ns.t"], ["scan", "ns.t"], ["describe", "ns.t"], ["table", "describe", "ns.t"],
-                ["table", "list"], ["namespace", "list"], ["history", "ns.t"], ["tag", "list", "ns.t"],
-                ["checkout", "ns.t", "1"]):
+    for cmd in (
+        ["head", "ns.t"],
+        ["scan", "ns.t"],
+        ["describe", "ns.t"],
+        ["table", "describe", "ns.t"],
+        ["table", "list"],
+        ["namespace", "list"],
+        ["history", "ns.t"],
+        ["tag", "list", "ns.t"],
+        ["checkout", "ns.t", "1"],
+    ):
         msg = fails(args, *cmd)
         assert "nothing is there" in msg and "tessera init" in msg, cmd
         assert not misspelt.exists(), cmd
@@ -343,23 +360,35 @@ def test_bad_input_is_one_line_errors(sq):
     assert "not a readable Arrow file" in fails(args, "create", f"{ns}.t", str(tmp / "fake.arrow"))
     (tmp / "data.xlsx").write_text("x")
     assert ".parquet, .csv" in fails(args, "create", f"{ns}.t", str(tmp / "data.xlsx"))
-    assert "table(s)" not in run(args, "table", "list", ns).output and "no tables" in run(args, "table", "list", ns).output
+    assert (
+        "table(s)" not in run(args, "table", "list", ns).output and "no tables" in run(args, "table", "list", ns).output
+    )
     run(args, "create", f"{ns}.t", str(tmp / "a.parquet"))
-    assert "not a readable Parquet file" in fails(args, "append", f"{ns}.t", str(tmp / "a.parquet"), str(tmp / "fake.parquet"))
+    assert "not a readable Parquet file" in fails(
+        args, "append", f"{ns}.t", str(tmp / "a.parquet"), str(tmp / "fake.parquet")
+    )
     assert json.loads(run(args, "describe", f"{ns}.t", "-o", "json").stdout)["version"] == 1  # nothing appended
     assert "--set" in fails(args, "update", f"{ns}.t", "--set", "amount")
     assert "--older-than" in fails(args, "cleanup", f"{ns}.t", "--older-than", "soon")
     assert "--older-than" in fails(args, "cleanup", f"{ns}.t", "--older-than", "-1d")
     assert "--storage-option" in fails([], "store", "check", str(tmp / "loc"), "-s", "novalue")
     (tmp / "bad.toml").write_text("[catalog.default\nuri = 1\n")
-    msg = fails([], "table", "list", env={"TESSERA_CONFIG": str(tmp / "bad.toml"), "TESSERA_WAREHOUSE": None,
-                                          "TESSERA_CATALOG_URI": None})
+    msg = fails(
+        [],
+        "table",
+        "list",
+        env={"TESSERA_CONFIG": str(tmp / "bad.toml"), "TESSERA_WAREHOUSE": None, "TESSERA_CATALOG_URI": None},
+    )
     assert "bad.toml" in msg
     msg = fails([], "--config-name", "nope", "table", "list", env={"TESSERA_CONFIG": str(tmp / "none.toml")})
     assert "none.toml" in msg
     (tmp / "ok.toml").write_text("[catalog.default]\n")
-    msg = fails([], "table", "list", env={"TESSERA_CONFIG": str(tmp / "ok.toml"), "TESSERA_WAREHOUSE": None,
-                                          "TESSERA_CATALOG_URI": None})
+    msg = fails(
+        [],
+        "table",
+        "list",
+        env={"TESSERA_CONFIG": str(tmp / "ok.toml"), "TESSERA_WAREHOUSE": None, "TESSERA_CATALOG_URI": None},
+    )
     assert "--warehouse" in msg and "connect()" not in msg
     msg = fails(args, "create", "nons.t", str(tmp / "a.parquet"))
     assert "tessera namespace create" in msg and "create_namespace" not in msg

@@ -54,9 +54,18 @@ def test_compaction_merges_materialises_and_keeps_ids(lance, tmp_path):
     ds = lance.dataset(path)
     assert _pylance_rows(ds) == before
     want = [999, 0, 1049, 3, 401, 703, 700]
-    assert ds._take_rows(want, columns=["i"]).column("i").to_pylist() == t.take_rows(want, columns=["i"]).column("i").to_pylist() == [999, 0, 1049, 700]
+    assert (
+        ds._take_rows(want, columns=["i"]).column("i").to_pylist()
+        == t.take_rows(want, columns=["i"]).column("i").to_pylist()
+        == [999, 0, 1049, 700]
+    )
     rid = ", ".join(str(x) for x in want)
-    assert sorted(ds.to_table(columns=["i"], filter=f"_rowid IN ({rid})").column("i").to_pylist()) == [0, 700, 999, 1049]
+    assert sorted(ds.to_table(columns=["i"], filter=f"_rowid IN ({rid})").column("i").to_pylist()) == [
+        0,
+        700,
+        999,
+        1049,
+    ]
     ds.validate()
     assert t.compact(400).fragments_added == 0 and t.version == v0 + 2  # nothing left to do
 

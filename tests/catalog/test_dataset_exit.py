@@ -114,11 +114,13 @@ SCENARIOS = {
 def table_uri(tmp_path_factory):
     # enough fragments and rows that a background reader is still busy at exit
     n = 200_000
-    data = pa.table({
-        "id": np.arange(n, dtype=np.int64),
-        "amount": np.random.default_rng(1).random(n),
-        "payload": pa.array([f"row-{i:08d}" for i in range(n)]),
-    })
+    data = pa.table(
+        {
+            "id": np.arange(n, dtype=np.int64),
+            "amount": np.random.default_rng(1).random(n),
+            "payload": pa.array([f"row-{i:08d}" for i in range(n)]),
+        }
+    )
     uri = str(tmp_path_factory.mktemp("exit") / "t")
     Table.create(uri, data, max_rows_per_file=10_000)
     return uri
@@ -129,8 +131,14 @@ def test_partial_read_then_exit_is_clean(table_uri, name):
     script = PRELUDE + textwrap.dedent(SCENARIOS[name]) + "print('done')\n"
     env = dict(os.environ, PYTHONFAULTHANDLER="1")
     try:
-        proc = subprocess.run([sys.executable, "-c", script, table_uri], capture_output=True, text=True, check=False,
-                              timeout=TIMEOUT, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-c", script, table_uri],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=TIMEOUT,
+            env=env,
+        )
     except subprocess.TimeoutExpired as e:  # subprocess.run has killed it
         pytest.fail(f"{name}: the script did not exit within {TIMEOUT}s\nstderr:\n{e.stderr}")
     assert "done" in proc.stdout, f"{name}: the script failed\nstderr:\n{proc.stderr[-4000:]}"

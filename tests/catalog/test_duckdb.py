@@ -23,12 +23,14 @@ def test_duckdb_group_by_pushes_projection_and_filter(tmp_path):
     duckdb = __import__("duckdb")
     n = 40_000
     rng = np.random.default_rng(0)
-    data = pa.table({
-        "id": np.arange(n, dtype=np.int64),
-        "city": pa.array(np.array(["SF", "NYC", "LA", "SEA"])[np.arange(n) % 4]),
-        "amount": rng.random(n),
-        "payload": pa.array([f"{'x' * 40}{i}" for i in range(n)]),  # wide column the query never needs
-    })
+    data = pa.table(
+        {
+            "id": np.arange(n, dtype=np.int64),
+            "city": pa.array(np.array(["SF", "NYC", "LA", "SEA"])[np.arange(n) % 4]),
+            "amount": rng.random(n),
+            "payload": pa.array([f"{'x' * 40}{i}" for i in range(n)]),  # wide column the query never needs
+        }
+    )
     t = Table.create(str(tmp_path / "t"), data, max_rows_per_file=10_000)
     ds = t.to_dataset()
     con = duckdb.connect()
@@ -57,12 +59,14 @@ FRAGMENT_ROWS = 2_000  # 20 fragments
 
 @pytest.fixture(scope="module")
 def orders(tmp_path_factory):
-    data = pa.table({
-        "id": np.arange(N, dtype=np.int64),
-        "city": pa.array(np.array(["SF", "NYC", "LA", "SEA"])[np.arange(N) % 4]),
-        "amount": np.random.default_rng(0).random(N),
-        "payload": pa.array([f"{'x' * 40}{i}" for i in range(N)]),
-    })
+    data = pa.table(
+        {
+            "id": np.arange(N, dtype=np.int64),
+            "city": pa.array(np.array(["SF", "NYC", "LA", "SEA"])[np.arange(N) % 4]),
+            "amount": np.random.default_rng(0).random(N),
+            "payload": pa.array([f"{'x' * 40}{i}" for i in range(N)]),
+        }
+    )
     t = Table.create(str(tmp_path_factory.mktemp("duck") / "t"), data, max_rows_per_file=FRAGMENT_ROWS)
     return t, data
 
@@ -88,8 +92,9 @@ def test_duckdb_sql_over_a_table_variable(orders):
     assert duckdb.sql("select count(*) from t").fetchall() == [(N,)]
     got = duckdb.sql("select city, count(*), sum(id) from t where id < 1000 group by city order by city").fetchall()
     ids = np.arange(1000)
-    want = sorted((c, int((ids % 4 == k).sum()), int(ids[ids % 4 == k].sum()))
-                  for k, c in enumerate(["SF", "NYC", "LA", "SEA"]))
+    want = sorted(
+        (c, int((ids % 4 == k).sum()), int(ids[ids % 4 == k].sum())) for k, c in enumerate(["SF", "NYC", "LA", "SEA"])
+    )
     assert got == want
     assert len(duckdb.sql("select * from t limit 3").fetchall()) == 3
 
@@ -97,8 +102,9 @@ def test_duckdb_sql_over_a_table_variable(orders):
 def test_table_is_an_arrow_stream(orders):
     t, _ = orders
     assert pa.RecordBatchReader.from_stream(t).read_all().equals(t.to_arrow())
-    want = pa.schema([("id", pa.int32()), ("city", pa.large_string()), ("amount", pa.float64()),
-                      ("payload", pa.string())])
+    want = pa.schema(
+        [("id", pa.int32()), ("city", pa.large_string()), ("amount", pa.float64()), ("payload", pa.string())]
+    )
     got = pa.RecordBatchReader.from_stream(t, schema=want).read_all()
     assert got.schema == want and got.column("id").to_pylist()[:3] == [0, 1, 2]
     with pytest.raises(TesseraError):  # a schema the table cannot be cast to
@@ -118,7 +124,7 @@ def test_to_duckdb_pushes_projection_and_filter(orders):
     con = duckdb.connect()
     named = t.to_duckdb(name="my orders", connection=con)
     assert named.limit(2).fetchall() == [tuple(r.values()) for r in data.slice(0, 2).to_pylist()]
-    assert con.sql('select count(*) from "my orders" where city = \'SF\'').fetchall() == [(N // 4,)]
+    assert con.sql("select count(*) from \"my orders\" where city = 'SF'").fetchall() == [(N // 4,)]
     for bad in ({"name": ""}, {"name": 3}, {"connection": "duckdb"}):
         with pytest.raises(TesseraError):
             t.to_duckdb(**bad)

@@ -16,7 +16,7 @@ def _t(keys, vals):
 
 
 def _rows(table) -> list[tuple]:
-    return sorted(((r["k"] is None, r["k"] or 0, r["v"]) for r in table.to_pylist()))
+    return sorted((r["k"] is None, r["k"] or 0, r["v"]) for r in table.to_pylist())
 
 
 CASES = [
@@ -66,8 +66,9 @@ def test_a_target_row_matched_twice_is_refused_and_nothing_is_written(tmp_path, 
     with pytest.raises(E.InvalidArgumentError, match="ambiguous"):
         t.merge_insert(_t([2, 2], ["y", "z"]), on="k")
     with pytest.raises(OSError, match="Ambiguous"):  # pylance refuses the same input
-        lance.write_dataset(_t([1, 2], ["a", "b"]), str(tmp_path / "p")).merge_insert("k") \
-            .when_matched_update_all().when_not_matched_insert_all().execute(_t([2, 2], ["y", "z"]))
+        lance.write_dataset(_t([1, 2], ["a", "b"]), str(tmp_path / "p")).merge_insert(
+            "k"
+        ).when_matched_update_all().when_not_matched_insert_all().execute(_t([2, 2], ["y", "z"]))
     again = Table.open(str(tmp_path / "t"))
     assert again.version == 1 and _rows(again.to_arrow()) == [(False, 1, "a"), (False, 2, "b")]
 

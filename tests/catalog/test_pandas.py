@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import pyarrow as pa
 import pytest
 
@@ -12,17 +10,19 @@ from tessera.catalog import Table
 pd = pytest.importorskip("pandas")
 
 
-def _frame() -> "pd.DataFrame":
-    return pd.DataFrame({
-        "i": pd.array([1, None, 3, 4], dtype="Int64"),
-        "b": pd.array([True, None, False, True], dtype="boolean"),
-        "s": pd.array(["x", None, "z", "w"], dtype="string"),
-        "f": pd.array([1.5, None, 2.0, 3.0], dtype="Float64"),
-        "c": pd.Categorical(["b", "a", None, "b"], categories=["z", "b", "a"]),
-        "n": pd.Categorical([3, 1, 2, 3]),
-        "o": ["a", "b", None, "d"],
-        "plain": [1.0, 2.0, 3.0, 4.0],
-    })
+def _frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "i": pd.array([1, None, 3, 4], dtype="Int64"),
+            "b": pd.array([True, None, False, True], dtype="boolean"),
+            "s": pd.array(["x", None, "z", "w"], dtype="string"),
+            "f": pd.array([1.5, None, 2.0, 3.0], dtype="Float64"),
+            "c": pd.Categorical(["b", "a", None, "b"], categories=["z", "b", "a"]),
+            "n": pd.Categorical([3, 1, 2, 3]),
+            "o": ["a", "b", None, "d"],
+            "plain": [1.0, 2.0, 3.0, 4.0],
+        }
+    )
 
 
 @pytest.fixture()
@@ -77,11 +77,20 @@ def test_categorical_matches_pylance(written, tmp_path) -> None:
 
 def test_ordered_categorical_and_new_values_after_append(written) -> None:
     df, t = written
-    t.append(pd.DataFrame({
-        "i": pd.array([7], dtype="Int64"), "b": pd.array([None], dtype="boolean"),
-        "s": pd.array(["q"], dtype="string"), "f": pd.array([None], dtype="Float64"),
-        "c": pd.Categorical(["new"]), "n": pd.Categorical([9]), "o": ["o"], "plain": [0.0],
-    }))
+    t.append(
+        pd.DataFrame(
+            {
+                "i": pd.array([7], dtype="Int64"),
+                "b": pd.array([None], dtype="boolean"),
+                "s": pd.array(["q"], dtype="string"),
+                "f": pd.array([None], dtype="Float64"),
+                "c": pd.Categorical(["new"]),
+                "n": pd.Categorical([9]),
+                "o": ["o"],
+                "plain": [0.0],
+            }
+        )
+    )
     out = t.to_pandas()
     assert list(out["c"].cat.categories) == ["z", "b", "a", "new"]
     assert out["c"].astype(object).tolist()[-1] == "new" and out["n"].tolist()[-1] == 9

@@ -54,17 +54,36 @@ def _array_width(seg: rowids_pb2.U64Segment) -> str:
 
 CASES = {
     "range": (np.arange(5, 3000), ["range"], None),
-    "range_with_holes": (np.delete(np.arange(3000, 6010), [3, 40, 500, 501, 777, 1000, 2000, 2500, 2999, 3005]),
-                         ["range_with_holes"], "u16_array"),
-    "range_with_bitmap": (np.sort(RNG.choice(np.arange(10_000, 16_000), 3000, replace=False)), ["range_with_bitmap"], None),
+    "range_with_holes": (
+        np.delete(np.arange(3000, 6010), [3, 40, 500, 501, 777, 1000, 2000, 2500, 2999, 3005]),
+        ["range_with_holes"],
+        "u16_array",
+    ),
+    "range_with_bitmap": (
+        np.sort(RNG.choice(np.arange(10_000, 16_000), 3000, replace=False)),
+        ["range_with_bitmap"],
+        None,
+    ),
     "sorted_array_u16": (20_000 + np.arange(3000) * 20, ["sorted_array"], "u16_array"),
     "sorted_array_u32": (100_000 + np.arange(3000) * 1000, ["sorted_array"], "u32_array"),
     "array_u16": (RNG.permutation(np.arange(5_000_000, 5_003_000)), ["array"], "u16_array"),
     "array_u32": (RNG.permutation(np.arange(6_000_000, 6_300_000, 100)), ["array"], "u32_array"),
-    "array_u64": (RNG.permutation(np.arange(3000, dtype=np.uint64) * np.uint64(2**33) + np.uint64(2**40)), ["array"],
-                  "u64_array"),
-    "mixed": (np.concatenate([np.arange(7_000_000, 7_001_000), RNG.permutation(np.arange(7_100_000, 7_100_040)),
-                              np.arange(7_200_000, 7_201_960)]), ["range", "array", "range"], None),
+    "array_u64": (
+        RNG.permutation(np.arange(3000, dtype=np.uint64) * np.uint64(2**33) + np.uint64(2**40)),
+        ["array"],
+        "u64_array",
+    ),
+    "mixed": (
+        np.concatenate(
+            [
+                np.arange(7_000_000, 7_001_000),
+                RNG.permutation(np.arange(7_100_000, 7_100_040)),
+                np.arange(7_200_000, 7_201_960),
+            ]
+        ),
+        ["range", "array", "range"],
+        None,
+    ),
 }
 
 
@@ -122,8 +141,12 @@ def test_external_sequence_over_the_limit(tmp_path):
     assert frag.external_row_ids.size == len(big) and path.startswith("data/") and path.endswith(".rowids")
     assert R.decode_row_ids(store, frag).size == 100_000
     small = R.table_pb2.DataFragment(id=4, physical_rows=10)
-    assert R.set_sequence(small, R.ROW_ID_FIELDS, R.RowIdSequence.from_range(0, 10).to_bytes(), store.put,
-                          limit=R.INLINE_LIMIT) is None
+    assert (
+        R.set_sequence(
+            small, R.ROW_ID_FIELDS, R.RowIdSequence.from_range(0, 10).to_bytes(), store.put, limit=R.INLINE_LIMIT
+        )
+        is None
+    )
     assert small.WhichOneof("row_id_sequence") == "inline_row_ids"
 
 
@@ -155,7 +178,7 @@ def test_every_segment_kind_reads_in_pylance(lance, tmp_path):
     fields = lschema.fields_from_arrow(schema)
     txn = new_transaction(0)
     start, expected = 0, {}
-    for k, name in enumerate(sorted(CASES)):
+    for name in sorted(CASES):
         values = np.asarray(CASES[name][0], np.uint64)
         frag = write_fragments(store, _data(start, start + len(values)).to_batches(), schema, fields, "2.2")[0]
         R.set_sequence(frag, R.ROW_ID_FIELDS, R.RowIdSequence.from_values(values).to_bytes(), store.put)
@@ -211,8 +234,9 @@ def test_index_single_ids_dense_table_and_sparse_points(sparse):
     ids = RNG.permutation(np.arange(n, dtype=np.uint64) * np.uint64(50 if sparse else 1) + np.uint64(100))
     addr = (np.uint64(3) << np.uint64(32)) + np.arange(n, dtype=np.uint64)
     first = np.concatenate([ids, np.array([10**9], np.uint64)])
-    index = RowIdIndex.from_runs(first, np.concatenate([np.ones(n, np.int64), [1000]]),
-                                 np.concatenate([addr, np.array([7 << 32], np.uint64)]))
+    index = RowIdIndex.from_runs(
+        first, np.concatenate([np.ones(n, np.int64), [1000]]), np.concatenate([addr, np.array([7 << 32], np.uint64)])
+    )
     assert (index.table.size > 0) != sparse and (index.point_id.size > 0) == sparse
     assert len(index) == n + 1000
     q = np.concatenate([ids[::7], np.array([10**9 + 999, 10**9 + 1000, 99, 2**63], np.uint64)])
@@ -362,7 +386,10 @@ def test_pylance_history_then_tessera(lance, tmp_path):
     ds = lance.dataset(path)
     assert _ids(t) == _pylance_ids(ds) and ds.count_rows() == t.count_rows()
     want = [0, 503, 600, 3333, 5050, 2999, 1]
-    assert ds._take_rows(want, columns=["i"]).column("i").to_pylist() == t.take_rows(want, columns=["i"]).column("i").to_pylist()
+    assert (
+        ds._take_rows(want, columns=["i"]).column("i").to_pylist()
+        == t.take_rows(want, columns=["i"]).column("i").to_pylist()
+    )
     ids = np.array(list(_ids(t).values()), np.uint64)
     assert len(np.unique(ids)) == len(ids) and int(ids.max()) < t.manifest.next_row_id
     ds.validate()
@@ -449,8 +476,12 @@ def test_model_row_id_to_row(first, ops):
             assert list(zip(got.column("i").to_pylist(), got.column("w").to_pylist())) == [model[k] for k in want]
             assert t.take_rows(sorted(dead)).num_rows == 0
             scan = t.to_arrow(columns=["i", "w", "_rowid"])
-            assert {rid: (i, w) for rid, i, w in zip(*(scan.column(c).to_pylist() for c in ("_rowid", "i", "w")))} == model
+            assert {
+                rid: (i, w) for rid, i, w in zip(*(scan.column(c).to_pylist() for c in ("_rowid", "i", "w")))
+            } == model
         import lance
 
         theirs = lance.dataset(path).to_table(columns=["i", "w"], with_row_id=True)
-        assert {rid: (i, w) for rid, i, w in zip(*(theirs.column(c).to_pylist() for c in ("_rowid", "i", "w")))} == model
+        assert {
+            rid: (i, w) for rid, i, w in zip(*(theirs.column(c).to_pylist() for c in ("_rowid", "i", "w")))
+        } == model

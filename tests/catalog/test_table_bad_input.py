@@ -166,8 +166,10 @@ def deleted(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("bad", ["", ".", "..", "a\x00b.lance", "x" * 300 + ".lance", "/etc/passwd",
-                                 "../../../../etc/passwd", "sub/../../x.lance"])
+@pytest.mark.parametrize(
+    "bad",
+    ["", ".", "..", "a\x00b.lance", "x" * 300 + ".lance", "/etc/passwd", "../../../../etc/passwd", "sub/../../x.lance"],
+)
 def test_bad_data_file_path_in_manifest(table, bad):
     # was ValueError (embedded null byte, escapes the store root),
     # IsADirectoryError ("" and "."), OSError (File name too long)
@@ -182,8 +184,20 @@ def test_bad_data_file_path_in_manifest(table, bad):
         t.take([0, 1])
 
 
-@pytest.mark.parametrize("logical", ["string", "double", "int8", "list", "struct", "decimal:128:10:2",
-                                     "fixed_size_list:float:4", "date32:day", "large_binary"])
+@pytest.mark.parametrize(
+    "logical",
+    [
+        "string",
+        "double",
+        "int8",
+        "list",
+        "struct",
+        "decimal:128:10:2",
+        "fixed_size_list:float:4",
+        "date32:day",
+        "large_binary",
+    ],
+)
 def test_field_type_changed_in_manifest(table, logical):
     # was pyarrow.ArrowInvalid / ArrowNotImplementedError from a cast in catalog/fragments.py
     def change(m):

@@ -37,8 +37,10 @@ def _same(lance, path: str, table: Table, version: int | None = None) -> None:
     got = table.to_arrow()
     assert got.schema.equals(want.schema)
     assert got.sort_by(KEY).equals(want.sort_by(KEY))
-    assert table.to_arrow(filter="i >= 15000 AND i < 15010").sort_by(KEY).equals(
-        ds.to_table(filter="i >= 15000 AND i < 15010").sort_by(KEY)
+    assert (
+        table.to_arrow(filter="i >= 15000 AND i < 15010")
+        .sort_by(KEY)
+        .equals(ds.to_table(filter="i >= 15000 AND i < 15010").sort_by(KEY))
     )
     assert table.count_rows("i % 3 = 0") == ds.count_rows("i % 3 = 0")
     n = ds.count_rows()
@@ -73,7 +75,12 @@ def test_pylance_reads_every_tessera_version(lance, tmp_path, version):
     ops = [h["operation"] for h in latest.versions()]
     assert ops == ["overwrite", "append", "delete", "delete", "update", "merge", "project", "overwrite"]
     assert [(h["rows_added"], h["rows_removed"]) for h in latest.versions()][:5] == [
-        (20000, 0), (5000, 0), (0, 100), (0, 6000), (5, 5)]
+        (20000, 0),
+        (5000, 0),
+        (0, 100),
+        (0, 6000),
+        (5, 5),
+    ]
     # pylance carries on from the pre-overwrite state (restored) and from the latest
     t = Table.open(path)
     t.restore(mid)
@@ -113,7 +120,9 @@ def test_tessera_reads_and_extends_pylance_tables(lance, tmp_path, version, kind
     for v in range(1, latest + 1):
         _same(lance, path, Table.open(path, version=v), v)
     t = Table.open(path)
-    t.append(pa.table({"i": pa.array([50_000, 50_001], pa.int64()), "s": ["a", "b"], "g": pa.array([0, 0], pa.int64())}))
+    t.append(
+        pa.table({"i": pa.array([50_000, 50_001], pa.int64()), "s": ["a", "b"], "g": pa.array([0, 0], pa.int64())})
+    )
     t.delete("i = 20002 OR i = 50_000".replace("_", ""))
     _same(lance, path, t)
     ds = lance.dataset(path)
@@ -135,7 +144,11 @@ def test_v1_naming_and_detection(lance, tmp_path):
     path = str(tmp_path / "v1")
     t = Table.create(path, _data(10), naming="V1")
     t.append(_data(5, 10))
-    assert sorted(os.listdir(os.path.join(path, "_versions"))) == ["1.manifest", "2.manifest", "latest_version_hint.json"]
+    assert sorted(os.listdir(os.path.join(path, "_versions"))) == [
+        "1.manifest",
+        "2.manifest",
+        "latest_version_hint.json",
+    ]
     assert lance.dataset(path).count_rows() == 15
     lance.write_dataset(_data(1, 99), path, mode="append")
     t = Table.open(path)
@@ -157,8 +170,14 @@ def test_create_from_schema_pandas_and_reader(lance, tmp_path):
     t = Table.create(str(tmp_path / "s"), schema)
     assert t.count_rows() == 0 and t.schema.equals(schema)
     t.append(pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}).astype({"a": "int32"}))
-    assert lance.dataset(str(tmp_path / "s")).to_table().equals(pa.table({"a": pa.array([1, 2], pa.int32()), "b": ["x", "y"]}))
-    reader = pa.RecordBatchReader.from_batches(schema, pa.table({"a": pa.array([3], pa.int32()), "b": ["z"]}).to_batches())
+    assert (
+        lance.dataset(str(tmp_path / "s"))
+        .to_table()
+        .equals(pa.table({"a": pa.array([1, 2], pa.int32()), "b": ["x", "y"]}))
+    )
+    reader = pa.RecordBatchReader.from_batches(
+        schema, pa.table({"a": pa.array([3], pa.int32()), "b": ["z"]}).to_batches()
+    )
     t2 = Table.create(str(tmp_path / "r"), reader)
     assert t2.to_arrow().column("b").to_pylist() == ["z"]
 

@@ -15,13 +15,15 @@ from tessera.catalog.fragments import FileReaderCache, FragmentReader, file_read
 def _batches(n: int):
     rng = np.random.default_rng(9)
     i = np.arange(n, dtype=np.int64)
-    return pa.table({
-        "i": i,
-        "f": rng.standard_normal(n),
-        "s": pa.array(np.char.add("row-", (i % 100_000).astype("U6"))),
-        "key": rng.integers(0, 1 << 40, n),
-        "maybe": pa.array([None if x % 5 == 0 else f"m{x}" for x in range(n)]),
-    })
+    return pa.table(
+        {
+            "i": i,
+            "f": rng.standard_normal(n),
+            "s": pa.array(np.char.add("row-", (i % 100_000).astype("U6"))),
+            "key": rng.integers(0, 1 << 40, n),
+            "maybe": pa.array([None if x % 5 == 0 else f"m{x}" for x in range(n)]),
+        }
+    )
 
 
 @pytest.fixture(scope="module")

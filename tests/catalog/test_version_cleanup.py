@@ -37,7 +37,7 @@ def _history(path: str, **kw) -> tuple[Table, dict[int, pa.Table], dt.datetime]:
     t.delete("i % 10 = 1")
     t.update({"s": "'u'"}, where="i < 50")
     time.sleep(0.05)
-    cut = dt.datetime.now(dt.timezone.utc)
+    cut = dt.datetime.now(dt.UTC)
     time.sleep(0.05)
     t.delete("i >= 350")
     t.compact(1000)  # versions 6 (reserve) and 7 (rewrite)

@@ -37,8 +37,13 @@ class Setup:
             bucket = moto.new_bucket()
             self.uri = f"s3://{bucket}/t"
             self.opts = moto.storage_options()
-            self.lance_opts = {"aws_endpoint": moto.endpoint, "allow_http": "true", "aws_region": "us-east-1",
-                               "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+            self.lance_opts = {
+                "aws_endpoint": moto.endpoint,
+                "allow_http": "true",
+                "aws_region": "us-east-1",
+                "aws_access_key_id": "testing",
+                "aws_secret_access_key": "testing",
+            }
         else:
             self.uri = str(tmp_path / "t")
         if kind.startswith("native"):
@@ -50,8 +55,9 @@ class Setup:
 
             self.store_url = new_dynamodb_store_url(request.getfixturevalue("moto_server"))
         else:
-            self.store_url = request.getfixturevalue({"redis": "redis_url", "postgres": "postgres_url",
-                                                      "mysql": "mysql_url"}[kind])
+            self.store_url = request.getfixturevalue(
+                {"redis": "redis_url", "postgres": "postgres_url", "mysql": "mysql_url"}[kind]
+            )
 
     def create(self, data) -> Table:
         return Table.create(self.uri, data, commit_store=self.store_url, storage_options=self.opts)
@@ -119,9 +125,9 @@ def test_stale_writer_is_refused_after_drop_and_recreate(setup, new_versions, la
 def test_tables_from_before_incarnations_adopt_one_on_first_write(tmp_path):
     """A native table whose manifests carry no incarnation keeps working; its
     first write records one, which later writers then check."""
-    from tessera.format import manifest as mf
-
     import lance as lance_mod
+
+    from tessera.format import manifest as mf
 
     uri = str(tmp_path / "legacy")
     lance_mod.write_dataset(_rows(0), uri)  # pylance: no Tessera config at all
@@ -204,7 +210,10 @@ def test_foreign_writer_by_uri_is_adopted_never_overwritten(external, lance):
         for v in range(1, 7):  # the two readers agree on every version
             assert sorted(external.open(version=v).to_arrow().column("i").to_pylist()) == sorted(
                 lance.dataset(external.uri, version=v, storage_options=external.lance_opts)
-                .to_table().column("i").to_pylist())
+                .to_table()
+                .column("i")
+                .to_pylist()
+            )
     finally:
         ms.close()
 
@@ -247,8 +256,12 @@ def test_tessera_and_pylance_writers_race_on_an_external_table(kind, request, tm
         import subprocess
         import sys
 
-        pylance = subprocess.Popen([sys.executable, "-c", _LANCE_WRITER, s.uri, "2", str(n)],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        pylance = subprocess.Popen(
+            [sys.executable, "-c", _LANCE_WRITER, s.uri, "2", str(n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for p in procs:
             p.start()
         results = dict(q.get(timeout=120) for _ in procs)
@@ -279,12 +292,15 @@ def test_pylance_with_its_own_dynamodb_commit_store_is_adopted(request, tmp_path
     moto = request.getfixturevalue("moto_server")
     ddb = moto.client("dynamodb")
     lance_table = f"lance-{uuid.uuid4().hex[:8]}"
-    ddb.create_table(TableName=lance_table,
-                     KeySchema=[{"AttributeName": "base_uri", "KeyType": "HASH"},
-                                {"AttributeName": "version", "KeyType": "RANGE"}],
-                     AttributeDefinitions=[{"AttributeName": "base_uri", "AttributeType": "S"},
-                                           {"AttributeName": "version", "AttributeType": "N"}],
-                     BillingMode="PAY_PER_REQUEST")
+    ddb.create_table(
+        TableName=lance_table,
+        KeySchema=[{"AttributeName": "base_uri", "KeyType": "HASH"}, {"AttributeName": "version", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "base_uri", "AttributeType": "S"},
+            {"AttributeName": "version", "AttributeType": "N"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
     ddb_uri = s.uri.replace("s3://", "s3+ddb://", 1) + f"?ddbTableName={lance_table}"
     ddb_opts = {**s.lance_opts, "dynamodb_endpoint": moto.endpoint}
     try:

@@ -7,15 +7,26 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tessera.catalog import Table
+from tessera.catalog import Table, mutations
 from tessera.catalog import errors as E
-from tessera.catalog import mutations
 from tessera.commit import conflicts
 from tessera.commit.conflicts import MATRIX, Verdict
 from tessera.format.protos import table_pb2, transaction_pb2
 
-OPS = ["append", "delete", "update", "overwrite", "create_index", "rewrite", "merge", "project",
-       "data_replacement", "update_config", "reserve_fragments", "restore"]
+OPS = [
+    "append",
+    "delete",
+    "update",
+    "overwrite",
+    "create_index",
+    "rewrite",
+    "merge",
+    "project",
+    "data_replacement",
+    "update_config",
+    "reserve_fragments",
+    "restore",
+]
 
 
 def _txn(op: str, frags=(), removed=()) -> transaction_pb2.Transaction:

@@ -34,7 +34,9 @@ def _alias(url: str) -> str:
 
 @pytest.fixture(params=["redis", "postgres", "mysql"])
 def server_url(request):
-    return request.getfixturevalue({"redis": "redis_url", "postgres": "postgres_url", "mysql": "mysql_url"}[request.param])
+    return request.getfixturevalue(
+        {"redis": "redis_url", "postgres": "postgres_url", "mysql": "mysql_url"}[request.param]
+    )
 
 
 def _drop(uri: str, url: str) -> None:
@@ -52,8 +54,14 @@ def test_same_store_through_another_address_is_accepted(tmp_path, server_url):
         other.append(_rows(10))
         assert other.version == 2
         t.append(_rows(20))
-        assert sorted(Table.open(uri, commit_store=server_url).to_arrow().column("i").to_pylist()) == [0, 1, 10, 11,
-                                                                                                      20, 21]
+        assert sorted(Table.open(uri, commit_store=server_url).to_arrow().column("i").to_pylist()) == [
+            0,
+            1,
+            10,
+            11,
+            20,
+            21,
+        ]
     finally:
         _drop(uri, server_url)
 
@@ -64,8 +72,11 @@ def _redis_server(port: int, workdir) -> subprocess.Popen:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail("redis-server is not on PATH (CI=true: services must be up)")
         pytest.skip("redis-server is not on PATH")
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:

@@ -26,7 +26,9 @@ def store_url(request, tmp_path):
         from tessera_test_services import new_dynamodb_store_url
 
         return new_dynamodb_store_url(request.getfixturevalue("moto_server"))
-    url = request.getfixturevalue({"redis": "redis_url", "postgres": "postgres_url", "mysql": "mysql_url"}[request.param])
+    url = request.getfixturevalue(
+        {"redis": "redis_url", "postgres": "postgres_url", "mysql": "mysql_url"}[request.param]
+    )
 
     def forget_rows():  # the shared databases keep nothing of ours
         from tessera.stores.manifest_store import normalize_table_uri
@@ -49,9 +51,15 @@ def _crashing_append(path, url, point):
     Table.open(path, commit_store=url).append(_rows(1, 1000))
 
 
-@pytest.mark.parametrize("point,committed", [
-    (faults.STAGED, False), (faults.RESERVED, True), (faults.COPIED, True), (faults.FLIPPED, True),
-])
+@pytest.mark.parametrize(
+    "point,committed",
+    [
+        (faults.STAGED, False),
+        (faults.RESERVED, True),
+        (faults.COPIED, True),
+        (faults.FLIPPED, True),
+    ],
+)
 def test_crash_between_steps(tmp_path, store_url, point, committed):
     path = str(tmp_path / "t")
     Table.create(path, _rows(5), commit_store=store_url)

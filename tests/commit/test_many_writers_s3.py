@@ -39,8 +39,15 @@ def _writer(uri, store, opts, w, q):
     try:
         t = Table.open(uri, commit_store=store, storage_options=opts)
         for k in range(APPENDS):
-            t.append(pa.table({"w": pa.array([w, w], pa.int32()), "k": pa.array([k, k], pa.int32()),
-                               "half": pa.array([0, 1], pa.int8())}))
+            t.append(
+                pa.table(
+                    {
+                        "w": pa.array([w, w], pa.int32()),
+                        "k": pa.array([k, k], pa.int32()),
+                        "half": pa.array([0, 1], pa.int8()),
+                    }
+                )
+            )
         q.put((w, "ok"))
     except BaseException as exc:  # noqa: BLE001 - report to the parent
         q.put((w, f"{type(exc).__name__}: {exc}"))
@@ -51,8 +58,12 @@ def test_eight_writers_twenty_five_appends(moto_server, coordinator):
     bucket = moto_server.new_bucket()
     uri = f"s3://{bucket}/many"
     opts = moto_server.storage_options()
-    Table.create(uri, pa.schema([("w", pa.int32()), ("k", pa.int32()), ("half", pa.int8())]),
-                 commit_store=coordinator, storage_options=opts)
+    Table.create(
+        uri,
+        pa.schema([("w", pa.int32()), ("k", pa.int32()), ("half", pa.int8())]),
+        commit_store=coordinator,
+        storage_options=opts,
+    )
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     procs = [ctx.Process(target=_writer, args=(uri, coordinator, opts, w, q)) for w in range(WRITERS)]

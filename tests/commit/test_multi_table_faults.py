@@ -68,17 +68,21 @@ def _crashing_transaction(uri, warehouse, ns, point, nth):
         tx.load_table(f"{ns}.b").append(_rows(2))
 
 
-@pytest.mark.parametrize("point,nth,committed", [
-    (faults.STAGED, 1, False),   # after the first table's staged manifest
-    (faults.STAGED, 2, False),   # after both staged, before the reservation
-    (faults.RESERVED, 1, True),  # after the one SQL transaction
-    (faults.COPIED, 1, True),    # after the first table's manifest is published
-    (faults.FLIPPED, 1, True),   # after the first table's row is flipped
-    (faults.COPIED, 2, True),    # after the second table's manifest is published
-])
+@pytest.mark.parametrize(
+    "point,nth,committed",
+    [
+        (faults.STAGED, 1, False),  # after the first table's staged manifest
+        (faults.STAGED, 2, False),  # after both staged, before the reservation
+        (faults.RESERVED, 1, True),  # after the one SQL transaction
+        (faults.COPIED, 1, True),  # after the first table's manifest is published
+        (faults.FLIPPED, 1, True),  # after the first table's row is flipped
+        (faults.COPIED, 2, True),  # after the second table's manifest is published
+    ],
+)
 def test_crash_at_each_step_is_all_or_none(cat, point, nth, committed):
-    proc = mp.get_context("fork").Process(target=_crashing_transaction,
-                                          args=(cat.uri, cat.warehouse, cat.ns, point, nth))
+    proc = mp.get_context("fork").Process(
+        target=_crashing_transaction, args=(cat.uri, cat.warehouse, cat.ns, point, nth)
+    )
     proc.start()
     proc.join(60)
     assert proc.exitcode == 17, "the transaction did not reach the crash point"

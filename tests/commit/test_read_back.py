@@ -29,7 +29,9 @@ def store_url(request):
         from tessera_test_services import new_dynamodb_store_url
 
         return new_dynamodb_store_url(request.getfixturevalue("moto_server"))
-    return request.getfixturevalue({"postgres": "postgres_url", "mysql": "mysql_url", "redis": "redis_url"}[request.param])
+    return request.getfixturevalue(
+        {"postgres": "postgres_url", "mysql": "mysql_url", "redis": "redis_url"}[request.param]
+    )
 
 
 def _rows(start: int) -> pa.Table:
@@ -92,8 +94,10 @@ def test_retry_policy_from_catalog_properties_and_bad_values(tmp_path):
     from tessera.catalog.catalog import connect
     from tessera.commit.retry import InvalidRetryPolicyError
 
-    cat = connect(warehouse=str(tmp_path / "wh"), properties={"commit.retry.read-back-seconds": "0.25",
-                                                              "commit.retry.max-attempts": "7"})
+    cat = connect(
+        warehouse=str(tmp_path / "wh"),
+        properties={"commit.retry.read-back-seconds": "0.25", "commit.retry.max-attempts": "7"},
+    )
     cat.create_namespace("n")
     t = cat.create_table("n.t", _rows(0))
     assert t._handler.policy == RetryPolicy(read_back_seconds=0.25, max_attempts=7)

@@ -49,7 +49,10 @@ def cells() -> dict[str, tuple[pa.Table, tuple[str, ...]]]:
         ALL,
     )
     blobs = [bytes(rng.integers(0, 256, size=i % 9, dtype="uint8")) for i in range(N)]
-    out["binary"] = (pa.table({"v": pa.array(blobs, pa.binary()), "vn": pa.array(_with_nulls(blobs), pa.binary())}), ALL)
+    out["binary"] = (
+        pa.table({"v": pa.array(blobs, pa.binary()), "vn": pa.array(_with_nulls(blobs), pa.binary())}),
+        ALL,
+    )
     days = [dt.date(2020, 1, 1) + dt.timedelta(days=i) for i in range(N)]
     out["date32"] = (pa.table({"v": pa.array(days, pa.date32()), "vn": pa.array(_with_nulls(days), pa.date32())}), ALL)
     ts = (np.datetime64("2024-01-01T00:00:00", "us") + np.arange(N) * 1_000_003).astype("datetime64[us]")
@@ -70,7 +73,9 @@ def cells() -> dict[str, tuple[pa.Table, tuple[str, ...]]]:
     )
     lists = [list(range(i % 4)) for i in range(N)]  # includes empty lists
     out["list_int32"] = (
-        pa.table({"v": pa.array(lists, pa.list_(pa.int32())), "vn": pa.array(_with_nulls(lists), pa.list_(pa.int32()))}),
+        pa.table(
+            {"v": pa.array(lists, pa.list_(pa.int32())), "vn": pa.array(_with_nulls(lists), pa.list_(pa.int32()))}
+        ),
         ALL,
     )
     slists = [[f"s{j}" for j in range(i % 3)] for i in range(N)]
@@ -116,7 +121,9 @@ def cells() -> dict[str, tuple[pa.Table, tuple[str, ...]]]:
         ALL,
     )
     out["zero_rows"] = (
-        pa.table({"i": pa.array([], pa.int64()), "s": pa.array([], pa.string()), "l": pa.array([], pa.list_(pa.int32()))}),
+        pa.table(
+            {"i": pa.array([], pa.int64()), "s": pa.array([], pa.string()), "l": pa.array([], pa.list_(pa.int32()))}
+        ),
         ALL,
     )
     return out

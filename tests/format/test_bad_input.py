@@ -272,22 +272,27 @@ def test_deletion_count_must_match_metadata():
         ldeletion.decode_for_fragment(data, meta, 3, "d")
 
 
-@pytest.mark.parametrize("logical", ["decimal:128:99:2", "fixed_size_binary:-1", "time64", "fixed_size_list::",
-                                     "bogus", "", "dictionary:int32:string"])
+@pytest.mark.parametrize(
+    "logical",
+    ["decimal:128:99:2", "fixed_size_binary:-1", "time64", "fixed_size_list::", "bogus", "", "dictionary:int32:string"],
+)
 def test_bad_logical_type_is_typed(logical):
     with pytest.raises(FormatError):
         lschema.arrow_type_of(logical)
 
 
 def test_duplicate_field_names_are_corrupt():
-    protos = [file_pb2.Field(id=0, parent_id=-1, name="i", logical_type="int64"),
-              file_pb2.Field(id=1, parent_id=-1, name="i", logical_type="string")]
+    protos = [
+        file_pb2.Field(id=0, parent_id=-1, name="i", logical_type="int64"),
+        file_pb2.Field(id=1, parent_id=-1, name="i", logical_type="string"),
+    ]
     with pytest.raises(CorruptFileError, match="two fields named 'i'"):
         lschema.fields_from_protos(protos)
 
 
-@pytest.mark.parametrize("path", ["", ".", "..", "../x.lance", "a/../../x.lance", "a\x00b.lance", "/etc/passwd",
-                                  "a//b.lance", "a/./b.lance"])
+@pytest.mark.parametrize(
+    "path", ["", ".", "..", "../x.lance", "a/../../x.lance", "a\x00b.lance", "/etc/passwd", "a//b.lance", "a/./b.lance"]
+)
 def test_bad_relative_paths(path):
     with pytest.raises(CorruptFileError, match="DataFile.path"):
         mf.check_relative_path(path, "DataFile.path", "m")

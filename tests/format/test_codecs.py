@@ -322,12 +322,14 @@ def _int64_table_file(tmp_path, values, nullable=False):
 
 def test_pylance_reads_our_inline_bitpacking(tmp_path):
     rng = np.random.default_rng(3)
-    values = np.concatenate([
-        rng.integers(0, 1 << 20, 1024),
-        np.zeros(1024, np.int64),  # a W=0 block
-        np.array([-1, 5] * 512),  # negative values force W=64
-        rng.integers(0, 3, 700),  # partial last chunk
-    ])
+    values = np.concatenate(
+        [
+            rng.integers(0, 1 << 20, 1024),
+            np.zeros(1024, np.int64),  # a W=0 block
+            np.array([-1, 5] * 512),  # negative values force W=64
+            rng.integers(0, 3, 700),  # partial last chunk
+        ]
+    )
     src, arr = _int64_table_file(tmp_path, values)
     chunks = []
     for start in range(0, values.size, 1024):
@@ -578,14 +580,22 @@ def test_rle_splits_long_runs_and_validates():
 def test_rle_decodes_pylance_pages(tmp_path):
     n = 5000
     valid = [(i // 500) % 2 == 0 for i in range(n)]
-    table = pa.table({"c": pa.array([42] * n, pa.int32()), "nn": pa.array([i if ok else None for i, ok in enumerate(valid)], pa.int64())})
+    table = pa.table(
+        {
+            "c": pa.array([42] * n, pa.int32()),
+            "nn": pa.array([i if ok else None for i, ok in enumerate(valid)], pa.int64()),
+        }
+    )
     p21, p22 = tmp_path / "a21.lance", tmp_path / "a22.lance"
     _write(p21, table, "2.1")
     _write(p22, table, "2.2")
     # 2.1: a constant int32 column is a mini-block rle page with 2 value buffers
     (_, [(_, layout, bufs)]), _ = _pages(p21)
     assert layout.mini_block_layout.value_compression.WhichOneof("compression") == "rle"
-    out = [rle.decode_rle(np.frombuffer(c["vals"][0], "<i4"), np.frombuffer(c["vals"][1], np.uint8), c["nvals"]) for c in _chunks(layout, bufs)]
+    out = [
+        rle.decode_rle(np.frombuffer(c["vals"][0], "<i4"), np.frombuffer(c["vals"][1], np.uint8), c["nvals"])
+        for c in _chunks(layout, bufs)
+    ]
     np.testing.assert_array_equal(np.concatenate(out), np.full(n, 42))
     # 2.2: long null runs give def levels in rle block form
     _, (_, [(_, layout, bufs)]) = _pages(p22)
@@ -735,7 +745,9 @@ def test_fastlanes_unpack_values_at_matches_whole_blocks(T):
     for W in sorted({0, 1, 3, T // 2, T - 1, T}):
         nb = 3
         hi = 2**W if W < 64 else 2**63
-        vals = (rng.integers(0, hi, nb * 1024, dtype=np.uint64) if W else np.zeros(nb * 1024, np.uint64)).astype(f"u{T // 8}")
+        vals = (rng.integers(0, hi, nb * 1024, dtype=np.uint64) if W else np.zeros(nb * 1024, np.uint64)).astype(
+            f"u{T // 8}"
+        )
         data = np.frombuffer(b"\0" * 5 + fl.pack(vals, W), np.uint8)  # unaligned on purpose
         blk = rng.integers(0, nb, 400)
         o = rng.integers(0, 1024, 400)

@@ -85,13 +85,15 @@ class CaseTimeout(BaseException):
 
 def _data(n: int, start: int = 0) -> pa.Table:
     i = np.arange(start, start + n, dtype=np.int64)
-    return pa.table({
-        "i": i,
-        "s": pa.array([f"s{x}" if x % 5 else None for x in i]),
-        "f": (i * 0.5).astype(np.float32),
-        "l": pa.array([[int(x), int(x) + 1][: x % 3] for x in i], pa.list_(pa.int32())),
-        "st": pa.array([{"a": int(x), "b": f"b{x}"} for x in i]),
-    })
+    return pa.table(
+        {
+            "i": i,
+            "s": pa.array([f"s{x}" if x % 5 else None for x in i]),
+            "f": (i * 0.5).astype(np.float32),
+            "l": pa.array([[int(x), int(x) + 1][: x % 3] for x in i], pa.list_(pa.int32())),
+            "st": pa.array([{"a": int(x), "b": f"b{x}"} for x in i]),
+        }
+    )
 
 
 def _build(root: str) -> dict[str, str]:
@@ -105,8 +107,9 @@ def _build(root: str) -> dict[str, str]:
         out[f"t{fv}"] = p
     # a bitmap deletion file (more than 5000 deleted rows in one fragment)
     p = os.path.join(root, "bitmap")
-    t = Table.create(p, pa.table({"i": np.arange(6000, dtype=np.int64), "s": [str(x) for x in range(6000)]}),
-                     file_version="2.2")
+    t = Table.create(
+        p, pa.table({"i": np.arange(6000, dtype=np.int64), "s": [str(x) for x in range(6000)]}), file_version="2.2"
+    )
     t.delete("i >= 10")
     out["bitmap"] = p
     p = os.path.join(root, "rowids")
@@ -118,8 +121,13 @@ def _build(root: str) -> dict[str, str]:
 
     for name, version in (("pylance", "2.2"), ("pylance2.0", "2.0")):
         p = os.path.join(root, name)
-        first = pa.table({"i": np.arange(50, dtype=np.int64), "s": [f"x{x}" for x in range(50)],
-                          "l": pa.array([[x] * (x % 3) for x in range(50)], pa.list_(pa.int64()))})
+        first = pa.table(
+            {
+                "i": np.arange(50, dtype=np.int64),
+                "s": [f"x{x}" for x in range(50)],
+                "l": pa.array([[x] * (x % 3) for x in range(50)], pa.list_(pa.int64())),
+            }
+        )
         ds = lance.write_dataset(first, p, data_storage_version=version)
         ds = lance.write_dataset(first.slice(20, 30), p, mode="append")
         ds.delete("i % 6 = 0")
@@ -224,14 +232,60 @@ def _bytes_mutation(rng: random.Random, data: bytes, tail_bias: bool) -> tuple[b
     return bytes(b[:p] + b[p : p + k] * 2 + b[p + k :]), f"duplicate {k} at {p}"
 
 
-BAD_PATHS = ["", ".", "..", "../x.lance", "a\x00b.lance", "x" * 300 + ".lance", "/etc/passwd",
-             "/", "data", "sub/dir/missing.lance", "\\..\\x", "./", "%00", "../../../../tmp"]
-LOGICAL_TYPES = ["int8", "int32", "int64", "uint64", "float", "double", "halffloat", "string", "large_string",
-                 "binary", "bool", "null", "struct", "list", "large_list", "list.struct", "date32:day",
-                 "timestamp:us:-", "timestamp:xx:UTC", "time64:ns", "time32:x", "decimal:128:10:2", "decimal:x:y:z",
-                 "decimal:128:99:2", "fixed_size_binary:4", "fixed_size_binary:-1", "fixed_size_list:float:4",
-                 "fixed_size_list:float:0", "fixed_size_list::", "fixed_size_list:struct:3", "duration:s", "",
-                 "bogus", "dictionary:int32:string", "timestamp", "decimal:256:80:90"]
+BAD_PATHS = [
+    "",
+    ".",
+    "..",
+    "../x.lance",
+    "a\x00b.lance",
+    "x" * 300 + ".lance",
+    "/etc/passwd",
+    "/",
+    "data",
+    "sub/dir/missing.lance",
+    "\\..\\x",
+    "./",
+    "%00",
+    "../../../../tmp",
+]
+LOGICAL_TYPES = [
+    "int8",
+    "int32",
+    "int64",
+    "uint64",
+    "float",
+    "double",
+    "halffloat",
+    "string",
+    "large_string",
+    "binary",
+    "bool",
+    "null",
+    "struct",
+    "list",
+    "large_list",
+    "list.struct",
+    "date32:day",
+    "timestamp:us:-",
+    "timestamp:xx:UTC",
+    "time64:ns",
+    "time32:x",
+    "decimal:128:10:2",
+    "decimal:x:y:z",
+    "decimal:128:99:2",
+    "fixed_size_binary:4",
+    "fixed_size_binary:-1",
+    "fixed_size_list:float:4",
+    "fixed_size_list:float:0",
+    "fixed_size_list::",
+    "fixed_size_list:struct:3",
+    "duration:s",
+    "",
+    "bogus",
+    "dictionary:int32:string",
+    "timestamp",
+    "decimal:256:80:90",
+]
 BIG = [0, 1, -1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**40, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1]
 
 
@@ -252,12 +306,44 @@ def _structured(rng: random.Random, data: bytes, path: str) -> tuple[bytes, str]
     frag = rng.choice(frags) if frags else None
     df = rng.choice(list(frag.files)) if frag is not None and len(frag.files) else None
     fld = rng.choice(list(m.fields)) if len(m.fields) else None
-    choices = ["path", "logical_type", "field_id", "parent_id", "field_name", "nullable", "drop_field",
-               "dup_field", "frag_id", "physical_rows", "del_rows", "del_type", "del_id", "del_version",
-               "add_deletion", "drop_deletion", "df_fields", "df_columns", "df_version", "file_size",
-               "version", "max_fragment_id", "flags", "data_format", "dup_fragment", "drop_files",
-               "timestamp", "base_id", "row_ids", "next_row_id", "schema_metadata", "txn", "index_section",
-               "swap_paths", "ext_row_ids", "dup_file"]
+    choices = [
+        "path",
+        "logical_type",
+        "field_id",
+        "parent_id",
+        "field_name",
+        "nullable",
+        "drop_field",
+        "dup_field",
+        "frag_id",
+        "physical_rows",
+        "del_rows",
+        "del_type",
+        "del_id",
+        "del_version",
+        "add_deletion",
+        "drop_deletion",
+        "df_fields",
+        "df_columns",
+        "df_version",
+        "file_size",
+        "version",
+        "max_fragment_id",
+        "flags",
+        "data_format",
+        "dup_fragment",
+        "drop_files",
+        "timestamp",
+        "base_id",
+        "row_ids",
+        "next_row_id",
+        "schema_metadata",
+        "txn",
+        "index_section",
+        "swap_paths",
+        "ext_row_ids",
+        "dup_file",
+    ]
     what = rng.choice(choices)
     desc = what
     if what == "path" and df is not None:
@@ -331,7 +417,9 @@ def _structured(rng: random.Random, data: bytes, path: str) -> tuple[bytes, str]
             df.ClearField("column_indices")
         desc = f"data file column_indices -> {list(df.column_indices)}"
     elif what == "df_version" and df is not None:
-        df.file_major_version, df.file_minor_version = rng.choice([(0, 0), (0, 3), (2, 0), (2, 1), (2, 2), (3, 0), (2**32 - 1, 7)])
+        df.file_major_version, df.file_minor_version = rng.choice(
+            [(0, 0), (0, 3), (2, 0), (2, 1), (2, 2), (3, 0), (2**32 - 1, 7)]
+        )
         desc = f"data file version -> {df.file_major_version}.{df.file_minor_version}"
     elif what == "file_size" and df is not None:
         df.file_size_bytes = _u64(rng, df.file_size_bytes)
@@ -426,8 +514,18 @@ def _data_structured(rng: random.Random, data: bytes) -> tuple[bytes, str]:
         i = rng.randrange(len(metas))
         cm = file2_pb2.ColumnMetadata()
         cm.ParseFromString(metas[i])
-        what = rng.choice(["page_length", "buffer_offset", "buffer_size", "drop_page", "dup_page", "encoding_byte",
-                           "column_buffer", "swap_pages"])
+        what = rng.choice(
+            [
+                "page_length",
+                "buffer_offset",
+                "buffer_size",
+                "drop_page",
+                "dup_page",
+                "encoding_byte",
+                "column_buffer",
+                "swap_pages",
+            ]
+        )
         page = rng.choice(list(cm.pages)) if len(cm.pages) else None
         if page is None:
             what = "column_buffer"
@@ -568,7 +666,9 @@ def exercise(path: str, name: str) -> list[str]:
         if isinstance(flt, pa.Table) and "i" in full.column_names and pa.types.is_integer(full.schema.field("i").type):
             want = full.filter(pc.fill_null(pc.greater(full["i"], 20), False))
             if not _same(flt, want):
-                raise WrongAnswer(f"to_arrow(filter) returned {flt.num_rows} rows, the full read filtered {want.num_rows}")
+                raise WrongAnswer(
+                    f"to_arrow(filter) returned {flt.num_rows} rows, the full read filtered {want.num_rows}"
+                )
             cf = results.get("count_filter")
             if isinstance(cf, int) and cf != want.num_rows:
                 raise WrongAnswer(f"count_rows(filter) = {cf}, the full read filtered has {want.num_rows} rows")
@@ -585,8 +685,10 @@ def exercise(path: str, name: str) -> list[str]:
     if isinstance(tr, pa.Table):
         want = wr.select(["i"]).take(pa.array(picks))
         if not _same(tr, want):
-            raise WrongAnswer(f"take_rows(_rowid of rows {picks}) returned {tr['i'].to_pylist()}, "
-                              f"the scan had {want['i'].to_pylist()}")
+            raise WrongAnswer(
+                f"take_rows(_rowid of rows {picks}) returned {tr['i'].to_pylist()}, "
+                f"the scan had {want['i'].to_pylist()}"
+            )
     return typed
 
 
@@ -673,8 +775,10 @@ def test_mutation_fuzz(tables):
         typed_cases += bool(typed)
         known += any(t.startswith("known:") for t in typed)
     elapsed = time.monotonic() - start
-    print(f"mutation fuzz: seed={SEED}, {ran + len(failures)} cases in {elapsed:.1f}s, "
-          f"{typed_cases} raised typed errors, {known} hit a KNOWN_ELSEWHERE error, {len(failures)} failed")
+    print(
+        f"mutation fuzz: seed={SEED}, {ran + len(failures)} cases in {elapsed:.1f}s, "
+        f"{typed_cases} raised typed errors, {known} hit a KNOWN_ELSEWHERE error, {len(failures)} failed"
+    )
     assert not failures, "\n\n".join(failures)
     assert ran + len(failures) >= min(20, len(runs)), f"only {ran} cases ran in {SECONDS}s"
 
@@ -696,7 +800,11 @@ if __name__ == "__main__":  # a long run: python tests/format/test_mutation_fuzz
             except AssertionError as exc:
                 msg = str(exc)
                 first = msg.split("\n", 1)[0]
-                key = first.split(":", 1)[0] if first.startswith("untyped") else first.split(" seed=")[0] + first.split("description=")[-1][:40]
+                key = (
+                    first.split(":", 1)[0]
+                    if first.startswith("untyped")
+                    else first.split(" seed=")[0] + first.split("description=")[-1][:40]
+                )
                 seen[key] += 1
                 if seen[key] == 1:
                     print(msg, "\n", flush=True)

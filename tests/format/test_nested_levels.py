@@ -121,7 +121,12 @@ def test_non_nullable_leaf_masked_by_null_parent(tmp_path, version):
         path = tmp_path / "t.lance"
         _write(path, table, version)
         _both_read(path, table)
-    t2 = pa.struct([pa.field("a", pa.list_(pa.int64())), pa.field("b", pa.struct([pa.field("x", pa.bool_()), pa.field("y", pa.int64(), False)]))])
+    t2 = pa.struct(
+        [
+            pa.field("a", pa.list_(pa.int64())),
+            pa.field("b", pa.struct([pa.field("x", pa.bool_()), pa.field("y", pa.int64(), False)])),
+        ]
+    )
     table = pa.table({"c": pa.array([None, None], t2)})
     _write(tmp_path / "u.lance", table, version)
     _both_read(tmp_path / "u.lance", table)
@@ -131,7 +136,10 @@ def test_non_nullable_leaf_masked_by_null_parent(tmp_path, version):
 def test_non_nullable_list_below_null_struct(tmp_path, version):
     # the list's reserved level must not turn masked slots into null lists
     inner = pa.struct(
-        [pa.field("f0", pa.list_(pa.bool_(), 2)), pa.field("f1", pa.list_(pa.field("item", pa.float32(), False)), False)]
+        [
+            pa.field("f0", pa.list_(pa.bool_(), 2)),
+            pa.field("f1", pa.list_(pa.field("item", pa.float32(), False)), False),
+        ]
     )
     t = pa.struct([pa.field("f0", inner)])
     table = pa.table({"c": pa.array([None, {"f0": {"f0": [True, None], "f1": [0.5, 0.25]}}], t)})

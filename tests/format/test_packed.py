@@ -110,8 +110,12 @@ def test_variable_packed_struct_is_named_and_other_columns_still_read(tmp_path):
     sch = pa.schema([pa.field("p", st, metadata=PACKED), pa.field("k", pa.int32())])
     n = 2000
     table = pa.table(
-        [pa.StructArray.from_arrays([pa.array(np.arange(n, dtype=np.int32)), pa.array([f"x{i}" for i in range(n)])], fields=list(st)),
-         pa.array(np.arange(n, dtype=np.int32))],
+        [
+            pa.StructArray.from_arrays(
+                [pa.array(np.arange(n, dtype=np.int32)), pa.array([f"x{i}" for i in range(n)])], fields=list(st)
+            ),
+            pa.array(np.arange(n, dtype=np.int32)),
+        ],
         schema=sch,
     )
     path = tmp_path / "v.lance"
@@ -126,10 +130,14 @@ def test_variable_packed_struct_is_named_and_other_columns_still_read(tmp_path):
 def test_packed_struct_writer_rejects_what_it_cannot_pack(tmp_path, version):
     bad_t = pa.struct([pa.field("a", pa.int32()), pa.field("s", pa.string())])
     sch = pa.schema([pa.field("p", bad_t, metadata=PACKED)])
-    t = pa.table([pa.StructArray.from_arrays([pa.array([1], pa.int32()), pa.array(["x"])], fields=list(bad_t))], schema=sch)
+    t = pa.table(
+        [pa.StructArray.from_arrays([pa.array([1], pa.int32()), pa.array(["x"])], fields=list(bad_t))], schema=sch
+    )
     with pytest.raises(tformat.UnsupportedTypeError):
         tformat.write_file(tmp_path / "a.lance", t, file_version=version)
     sch = pa.schema([pa.field("p", ST, metadata=PACKED)])
-    child_null = pa.StructArray.from_arrays([pa.array([1, None], pa.int32()), pa.array([1.0, 2.0]), pa.array([1, 2], pa.uint8())], fields=list(ST))
+    child_null = pa.StructArray.from_arrays(
+        [pa.array([1, None], pa.int32()), pa.array([1.0, 2.0]), pa.array([1, 2], pa.uint8())], fields=list(ST)
+    )
     with pytest.raises(tformat.UnsupportedTypeError):
         tformat.write_file(tmp_path / "b.lance", pa.table([child_null], schema=sch), file_version=version)

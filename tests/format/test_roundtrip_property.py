@@ -50,7 +50,9 @@ def types(draw, depth: int = 0):
         n = draw(st.integers(1, 3))
         return pa.struct([pa.field(f"f{i}", draw(types(depth + 1))) for i in range(n)])
     if kind == "fsl":
-        return pa.list_(pa.field("item", draw(st.sampled_from([pa.float32(), pa.int64()])), True), draw(st.integers(1, 5)))
+        return pa.list_(
+            pa.field("item", draw(st.sampled_from([pa.float32(), pa.int64()])), True), draw(st.integers(1, 5))
+        )
     return draw(leaf)
 
 

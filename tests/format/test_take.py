@@ -222,7 +222,9 @@ def test_take_of_plain_variable_strings_reads_only_the_picked_values(tmp_path, m
 
     n = 50_000
     i = np.arange(n)
-    table = pa.table({"s": pa.array(np.char.add("row-", i.astype("U6"))), "n": pa.array([None if x % 3 else f"v{x}" for x in i])})
+    table = pa.table(
+        {"s": pa.array(np.char.add("row-", i.astype("U6"))), "n": pa.array([None if x % 3 else f"v{x}" for x in i])}
+    )
     path = tmp_path / "v.lance"
     tformat.write_file(path, table, file_version="2.2")
     picked = []

@@ -56,7 +56,14 @@ def _walk(msg, names: set[str]) -> None:
             names.add(fd.name)
             for v in value if fd.is_repeated else [value]:
                 _walk(v, names)
-        elif fd.name in ("bits_rep", "bits_def", "bits_per_offset", "bits_per_value", "has_validity", "has_large_chunk"):
+        elif fd.name in (
+            "bits_rep",
+            "bits_def",
+            "bits_per_offset",
+            "bits_per_value",
+            "has_validity",
+            "has_large_chunk",
+        ):
             names.add(fd.name)
         elif fd.name == "constant_value":
             names.add("constant_value")
@@ -169,14 +176,21 @@ def _nested_table(n: int = 30_000) -> pa.Table:
     nested = [None if i % 17 == 0 else [[j] * (j % 3) if j % 4 else None for j in range(i % 4)] for i in range(n)]
     strs = [None if i % 11 == 0 else [f"s{i % 97}"] * (i % 3) for i in range(n)]
     los = [
-        None if i % 9 == 0 else [None if j == 1 else {"a": i + j, "b": None if j == 2 else f"b{j}"} for j in range(i % 4)]
+        None
+        if i % 9 == 0
+        else [None if j == 1 else {"a": i + j, "b": None if j == 2 else f"b{j}"} for j in range(i % 4)]
         for i in range(n)
     ]
     sol = [None if i % 6 == 0 else {"l": None if i % 4 == 0 else list(range(i % 3)), "x": i} for i in range(n)]
     mask = pa.array(rng.random(n) < 0.15)
     nstruct = pa.StructArray.from_arrays(
-        [pa.array(ints), pa.array([None if i % 5 == 0 else float(i) for i in range(n)]),
-         pa.StructArray.from_arrays([pa.array([f"z{i % 50}" for i in range(n)])], names=["z"], mask=pa.array(rng.random(n) < 0.1))],
+        [
+            pa.array(ints),
+            pa.array([None if i % 5 == 0 else float(i) for i in range(n)]),
+            pa.StructArray.from_arrays(
+                [pa.array([f"z{i % 50}" for i in range(n)])], names=["z"], mask=pa.array(rng.random(n) < 0.1)
+            ),
+        ],
         names=["x", "y", "inner"],
         mask=mask,
     )
@@ -213,7 +227,8 @@ def test_long_lists_span_chunks(tmp_path, version):
         {
             "l": pa.array(rows, pa.list_(pa.int64())),
             "ls": pa.array(
-                [None if r is None else [f"s{j % 7}" for j in range(min(len(r), 2000))] for r in rows], pa.list_(pa.string())
+                [None if r is None else [f"s{j % 7}" for j in range(min(len(r), 2000))] for r in rows],
+                pa.list_(pa.string()),
             ),
             "ll": pa.array(
                 [None if r is None else [list(range(j % 4)) for j in range(len(r) // 10)] for r in rows],
@@ -324,11 +339,15 @@ def _encoding_cases():
     cases["full_zip"] = (
         pa.table(
             {
-                "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(2000 * 128).astype(np.float32)), 128),
+                "v": pa.FixedSizeListArray.from_arrays(
+                    pa.array(rng.standard_normal(2000 * 128).astype(np.float32)), 128
+                ),
                 "s": [("x%d" % i) * 200 for i in range(2000)],
                 "ns": [None if i % 3 == 0 else ("y%d" % i) * 200 for i in range(2000)],
                 "nv": pa.FixedSizeListArray.from_arrays(
-                    pa.array(np.arange(2000 * 96, dtype=np.float32)), 96, mask=pa.array([i % 5 == 0 for i in range(2000)])
+                    pa.array(np.arange(2000 * 96, dtype=np.float32)),
+                    96,
+                    mask=pa.array([i % 5 == 0 for i in range(2000)]),
                 ),
             }
         ),
@@ -343,8 +362,12 @@ def _encoding_cases():
     cases["full_zip_rep"] = (
         pa.table(
             {
-                "lv": pa.array([vec * (i % 3) if i % 4 else None for i in range(600)], pa.list_(pa.list_(pa.float32(), 128))),
-                "lbs": pa.array([[("s%d" % i) * 150] * (i % 3) if i % 4 else None for i in range(600)], pa.list_(pa.string())),
+                "lv": pa.array(
+                    [vec * (i % 3) if i % 4 else None for i in range(600)], pa.list_(pa.list_(pa.float32(), 128))
+                ),
+                "lbs": pa.array(
+                    [[("s%d" % i) * 150] * (i % 3) if i % 4 else None for i in range(600)], pa.list_(pa.string())
+                ),
             }
         ),
         {"lv": {"full_zip_layout", "bits_rep"}, "lbs": {"full_zip_layout", "bits_rep"}},
@@ -372,7 +395,9 @@ def _encoding_cases():
                     [pa.array([None] * 3000, pa.int64())], names=["a"], mask=pa.array([i % 2 == 0 for i in range(3000)])
                 ),
                 "const_items": pa.array([[7] * (i % 3) for i in range(3000)], pa.list_(pa.int32())),
-                "const_str_items": pa.array([["x"] * (i % 3) if i % 5 else None for i in range(3000)], pa.list_(pa.string())),
+                "const_str_items": pa.array(
+                    [["x"] * (i % 3) if i % 5 else None for i in range(3000)], pa.list_(pa.string())
+                ),
             }
         ),
         {c: {"all_null_layout", "has_buffers"} for c in ("empty", "nulls", "null_items", "null_struct")},
@@ -521,7 +546,8 @@ def _mutations():
     def bss_of_bitpacking(pl):
         # byte stream split is read over flat values only
         pl = pb.PageLayout.FromString(pl.SerializeToString())
-        pl.mini_block_layout.value_compression.byte_stream_split.values.inline_bitpacking.uncompressed_bits_per_value = 64
+        bss = pl.mini_block_layout.value_compression.byte_stream_split
+        bss.values.inline_bitpacking.uncompressed_bits_per_value = 64
         return pl.SerializeToString(), "expected a flat encoding"
 
     def packed_struct(pl):
@@ -635,7 +661,9 @@ def test_byte_stream_split(tmp_path, version, comp):
         "dict": pa.array(rng.integers(0, 1000, n).astype(np.float64)),
     }
     meta = {"lance-encoding:compression": comp}
-    table = pa.table(list(cols.values()), schema=pa.schema([pa.field(k, v.type, metadata=meta) for k, v in cols.items()]))
+    table = pa.table(
+        list(cols.values()), schema=pa.schema([pa.field(k, v.type, metadata=meta) for k, v in cols.items()])
+    )
     path = write(tmp_path / "bss.lance", table, version)
     used = [name for i, name in enumerate(table.column_names) if "byte_stream_split" in features_of(path, i)]
     assert used, "pylance no longer picks byte_stream_split for any of these columns"

@@ -34,9 +34,7 @@ def _layouts(path) -> list[list[pb.PageLayout]]:
     r = ContainerReader(open_reader(str(path)))
     out = []
     for c in range(r.num_columns):
-        out.append(
-            [unpack_any(p.encoding.direct.encoding, PAGE_LAYOUT_URL, pb.PageLayout) for p in r.column(c).pages]
-        )
+        out.append([unpack_any(p.encoding.direct.encoding, PAGE_LAYOUT_URL, pb.PageLayout) for p in r.column(c).pages])
     return out
 
 
@@ -90,7 +88,9 @@ def _nested_table(n: int = 20_000, seed: int = 0) -> pa.Table:
         return pa.array(rng.integers(-1000, 1000, m), mask=rng.random(m) < 0.1)
 
     def strs(m):
-        return pa.array([("x" * int(k)) + str(i) for i, k in enumerate(rng.integers(0, 30, m))], mask=rng.random(m) < 0.1)
+        return pa.array(
+            [("x" * int(k)) + str(i) for i, k in enumerate(rng.integers(0, 30, m))], mask=rng.random(m) < 0.1
+        )
 
     def struct(m):
         return pa.StructArray.from_arrays(
@@ -111,11 +111,15 @@ def _nested_table(n: int = 20_000, seed: int = 0) -> pa.Table:
                 3,
                 mask=pa.array(rng.random(n) < 0.1),
             ),
-            "lfsl": lst(n, lambda m: pa.FixedSizeListArray.from_arrays(pa.array(rng.random(m * 96).astype("float32")), 96)),
+            "lfsl": lst(
+                n, lambda m: pa.FixedSizeListArray.from_arrays(pa.array(rng.random(m * 96).astype("float32")), 96)
+            ),
             "longs": pa.array(["y" * int(k) for k in rng.integers(0, 2000, n)], mask=rng.random(n) < 0.1),
             "llongs": lst(
                 n,
-                lambda m: pa.array(["z" * int(k) for k in rng.integers(200, 600, m)], pa.large_string(), mask=rng.random(m) < 0.1),
+                lambda m: pa.array(
+                    ["z" * int(k) for k in rng.integers(200, 600, m)], pa.large_string(), mask=rng.random(m) < 0.1
+                ),
                 maxlen=3,
             ),
             "b": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.3),
@@ -275,7 +279,9 @@ def test_unchunkable_bools_split_pages(tmp_path, version):
 
 
 EXTRA_TYPES = {
-    "decimal256": pa.array([decimal.Decimal(i * 37 - 9000) / 8 if i % 5 else None for i in range(500)], pa.decimal256(40, 3)),
+    "decimal256": pa.array(
+        [decimal.Decimal(i * 37 - 9000) / 8 if i % 5 else None for i in range(500)], pa.decimal256(40, 3)
+    ),
     "float16": pa.array(np.arange(500, dtype="float16")),
     "date64": pa.array([dt.datetime(2020, 1, 1) + dt.timedelta(days=i) for i in range(500)], pa.date64()),
     "time32": pa.array(list(range(500)), pa.time32("ms")),
@@ -316,7 +322,9 @@ def test_constant_pages_22(tmp_path):
             "d": pa.array([decimal.Decimal("1.25")] * n, pa.decimal128(10, 2)),
             "ts": pa.array([dt.datetime(2020, 1, 1)] * n, pa.timestamp("us", "UTC")),
             "ni": pa.array([None if i % 3 == 0 else 7 for i in range(n)], pa.int64()),
-            "st": pa.StructArray.from_arrays([pa.array([1.5] * n), pa.array([9] * n, pa.int16())], names=["x", "y"], mask=mask),
+            "st": pa.StructArray.from_arrays(
+                [pa.array([1.5] * n), pa.array([9] * n, pa.int16())], names=["x", "y"], mask=mask
+            ),
             "fsb": pa.array([b"abc"] * n, pa.binary(3)),
             "f16": pa.array(np.full(n, 1.5, dtype="float16")),
             "bf": pa.array([None if i % 2 else False for i in range(n)]),
@@ -381,7 +389,9 @@ def test_zero_rows_writes_no_pages(tmp_path, version):
 
 def test_pages_hold_whole_rows_and_bounded_size(tmp_path):
     n = 300_000
-    table = pa.table({"i": np.arange(n, dtype="int64"), "l": pa.array([[i, i] for i in range(n)], pa.list_(pa.int32()))})
+    table = pa.table(
+        {"i": np.arange(n, dtype="int64"), "l": pa.array([[i, i] for i in range(n)], pa.list_(pa.int32()))}
+    )
     page_size = 256 * 1024
     path = _roundtrip(tmp_path, table, "2.2", page_size=page_size)
     r = ContainerReader(open_reader(str(path)))
@@ -433,13 +443,15 @@ def test_low_cardinality_strings_are_dictionary_encoded_as_pylance_does(tmp_path
 
     n = 30_000
     cats = ["INFO", "WARN", "ERROR", "DEBUG", "TRACE", ""]
-    table = pa.table({
-        "level": pa.array([cats[i % 6] for i in range(n)]),
-        "maybe": pa.array([None if i % 3 == 0 else cats[i % 4] for i in range(n)]),
-        "tags": pa.array([None if i % 7 == 0 else [cats[i % 3]] * (i % 4) for i in range(n)]),
-        "blob": pa.array([cats[i % 2].encode() * 3 for i in range(n)], pa.large_binary()),
-        "unique": pa.array([f"user-{i:08d}" for i in range(n)]),
-    })
+    table = pa.table(
+        {
+            "level": pa.array([cats[i % 6] for i in range(n)]),
+            "maybe": pa.array([None if i % 3 == 0 else cats[i % 4] for i in range(n)]),
+            "tags": pa.array([None if i % 7 == 0 else [cats[i % 3]] * (i % 4) for i in range(n)]),
+            "blob": pa.array([cats[i % 2].encode() * 3 for i in range(n)], pa.large_binary()),
+            "unique": pa.array([f"user-{i:08d}" for i in range(n)]),
+        }
+    )
     path = _roundtrip(tmp_path, table, version)  # pylance reads every column back equal
     ours = format.FileReader(str(path))
     assert ours.read().equals(table)

@@ -9,7 +9,6 @@ import os
 import sys
 
 import pytest
-
 from tessera_test_services import IN_CI, java_available, unavailable  # loaded by tests/conftest.py
 
 MASTER = "local[2,2]"
@@ -56,9 +55,7 @@ def spark(tmp_path_factory):
     os.environ.update(spark_env())
     from pyspark.sql import SparkSession
 
-    import tessera.catalog.spark
-
-    from tessera import catalog
+    from tessera.catalog import spark as tspark
 
     tmp = str(tmp_path_factory.mktemp("spark"))
     builder = SparkSession.builder.master(MASTER).appName("tessera-tests")
@@ -66,7 +63,7 @@ def spark(tmp_path_factory):
         builder = builder.config(k, v)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    catalog.spark.register(session)
+    tspark.register(session)
     warm = os.path.join(tmp, "warmup")
     session.range(10).write.format("tessera").mode("append").save(warm)
     assert session.read.format("tessera").load(warm).filter("id > 4").count() == 5
@@ -77,7 +74,7 @@ def spark(tmp_path_factory):
 @pytest.fixture(scope="session")
 def pushdown_probe(spark) -> str:
     """The format name of a ``tessera`` source with filter pushdown on and its
-    refusal (:func:`tessera.catalog.spark.pushdown_refusal`) bypassed, to test
+    refusal (:func:`tessera.tspark.pushdown_refusal`) bypassed, to test
     the pushdown machinery itself.  PySpark 4.3 reuses a DataFrame's pushed
     read plan for its later queries, so load a fresh DataFrame for every query
     (as the refusal's reason says)."""

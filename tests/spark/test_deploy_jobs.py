@@ -57,8 +57,12 @@ def test_append_events_and_overwrite_jobs_in_process(spark, moto_server, redis_u
     t = Table.open(uri, commit_store=redis_url, storage_options=opts)
     assert len(t.fragments) == 1
     assert Table.open(uri, 2, commit_store=redis_url, storage_options=opts).count_rows() == 5000
-    read = (spark.read.format("tessera").option("commit_store", redis_url)
-            .options(**{f"storage.{k}": v for k, v in opts.items()}).load(uri))
+    read = (
+        spark.read.format("tessera")
+        .option("commit_store", redis_url)
+        .options(**{f"storage.{k}": v for k, v in opts.items()})
+        .load(uri)
+    )
     assert read.filter("event_type = 'purchase'").count() == t.count_rows("event_type = 'purchase'")
 
 
@@ -69,12 +73,25 @@ def test_append_events_through_spark_submit(moto_server, redis_url, tmp_path, sp
     uri = f"s3://{moto_server.new_bucket()}/events"
     env = {**os.environ, **spark_job_env, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     cmd = [
-        submit, "--master", "local[2]",
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-        "--conf", f"spark.sql.warehouse.dir={tmp_path / 'warehouse'}",
-        "--driver-java-options", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+        submit,
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.ui.showConsoleProgress=false",
+        "--conf",
+        f"spark.sql.warehouse.dir={tmp_path / 'warehouse'}",
+        "--driver-java-options",
+        "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
         os.path.join(DEPLOY, "spark_append_events.py"),
-        *_table_args(uri, redis_url, moto_server), "--date", "2024-05-03", "--events", "1000", "--partitions", "2",
+        *_table_args(uri, redis_url, moto_server),
+        "--date",
+        "2024-05-03",
+        "--events",
+        "1000",
+        "--partitions",
+        "2",
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-5000:]

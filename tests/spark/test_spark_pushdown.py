@@ -33,13 +33,15 @@ ROWS_PER_FRAGMENT, FRAGMENTS = 8_000, 5
 def _fragment(i: int) -> pa.Table:
     ids = pa.array(range(i * ROWS_PER_FRAGMENT, (i + 1) * ROWS_PER_FRAGMENT), pa.int64())
     n = ids.to_numpy()
-    return pa.table({
-        "id": ids,
-        "day": pa.array([DAYS[(k // 3 + i) % 5] for k in n.tolist()], pa.date32()),
-        # uneven: purchases and views are rarer than the rest, and differ by day
-        "event_type": pa.array([EVENTS[(k * k + k // 7) % 5] for k in n.tolist()]),
-        "amount": pa.array((n % 97) * 1.25),
-    })
+    return pa.table(
+        {
+            "id": ids,
+            "day": pa.array([DAYS[(k // 3 + i) % 5] for k in n.tolist()], pa.date32()),
+            # uneven: purchases and views are rarer than the rest, and differ by day
+            "event_type": pa.array([EVENTS[(k * k + k // 7) % 5] for k in n.tolist()]),
+            "amount": pa.array((n % 97) * 1.25),
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +73,7 @@ def _answers(df) -> dict:
     out["not pushable after a filter"] = df.where("id % 3 = 0").count()
     out["filtered union unfiltered"] = df.where(P).unionByName(df).count()
     out["two filters in one plan"] = df.where(P).unionByName(df.where(V)).count()
-    joined = df.where(P).groupBy("day").count().withColumnRenamed("count", "p").join(
-        df.groupBy("day").count(), "day")
+    joined = df.where(P).groupBy("day").count().withColumnRenamed("count", "p").join(df.groupBy("day").count(), "day")
     out["filtered join unfiltered"] = {r.day: (r.p, r["count"]) for r in joined.collect()}
     cached = df.where(P).cache()
     try:
@@ -86,6 +87,7 @@ def _answers(df) -> dict:
 
 def _expected(data: pa.Table) -> dict:
     """The same answers, computed by pyarrow from the rows that were written."""
+
     def per_day(t: pa.Table) -> dict:
         return {r["day"]: r["day_count"] for r in t.group_by("day").aggregate([("day", "count")]).to_pylist()}
 
@@ -94,12 +96,20 @@ def _expected(data: pa.Table) -> dict:
     n, np_ = data.num_rows, purchases.num_rows
     by_day, p_by_day = per_day(data), per_day(purchases)
     return {
-        "count": n, "purchases": np_, "count after a filter": n, "per day": by_day, "purchases per day": p_by_day,
-        "views": views.num_rows, "count after two filters": n,
+        "count": n,
+        "purchases": np_,
+        "count after a filter": n,
+        "per day": by_day,
+        "purchases per day": p_by_day,
+        "views": views.num_rows,
+        "count after two filters": n,
         "not pushable after a filter": int((data["id"].to_numpy() % 3 == 0).sum()),
-        "filtered union unfiltered": np_ + n, "two filters in one plan": np_ + views.num_rows,
+        "filtered union unfiltered": np_ + n,
+        "two filters in one plan": np_ + views.num_rows,
         "filtered join unfiltered": {d: (p_by_day[d], by_day[d]) for d in p_by_day},
-        "cached purchases": np_, "count next to a cache": n, "cached per day": p_by_day,
+        "cached purchases": np_,
+        "count next to a cache": n,
+        "cached per day": p_by_day,
     }
 
 
@@ -150,8 +160,9 @@ def test_asking_for_pushdown_never_gives_a_wrong_answer(spark, events, filter_pu
         return spark.read.format("tessera").option("pushdown", "true").load(uri)
 
     def by_view():
-        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW pushdown_events USING tessera "
-                  f"OPTIONS (path '{uri}', pushdown 'true')")
+        spark.sql(
+            f"CREATE OR REPLACE TEMPORARY VIEW pushdown_events USING tessera OPTIONS (path '{uri}', pushdown 'true')"
+        )
         return spark.table("pushdown_events")
 
     outcomes = {"option": _outcome(by_option), "temporary view": _outcome(by_view)}
@@ -190,4 +201,5 @@ def test_this_pyspark_still_needs_the_refusal(spark, events, pushdown_probe):
         assert got["purchases"] == want["purchases"]  # the query that pushed is right...
         assert got["count after a filter"] == want["purchases"], (  # ...and the next one reused its plan
             f"PySpark {pyspark.__version__} no longer reuses a pushed-down read plan for other queries of the "
-            "DataFrame: check this release and set tessera.catalog.spark.PUSHDOWN_SAFE_SINCE")
+            "DataFrame: check this release and set tessera.catalog.spark.PUSHDOWN_SAFE_SINCE"
+        )

@@ -15,10 +15,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-import tessera.catalog.spark
-
-from tessera import catalog
 from tessera.catalog import Table
+from tessera.catalog import spark as tspark
 
 pytestmark = pytest.mark.spark
 
@@ -32,12 +30,48 @@ MATRIX_SCHEMA = (
 def _matrix_rows(base: int = 0) -> list[tuple]:
     ts = dt.datetime(2024, 5, 1, 12, 30, 15, 123456)
     return [
-        (base + 1, 1, 300, 70000, 2**40, 1.5, 2.25, True, "héllo", b"\x00\x01", dt.date(2024, 5, 1), ts, ts,
-         Decimal("12.345"), Decimal("1234567890123456789012345678.0123456789"), [1, None, 3], [["a"], [], None],
-         (7, [("x",), None]), dt.timedelta(days=1, microseconds=5)),
-        (base + 2, -128, -32768, -1, -(2**63), -0.0, float("inf"), False, "", b"", dt.date(1900, 1, 1),
-         dt.datetime(1969, 12, 31, 23, 59, 59), dt.datetime(2262, 1, 1), Decimal("-0.001"), Decimal("0E-10"), [],
-         [], (None, []), dt.timedelta(0)),
+        (
+            base + 1,
+            1,
+            300,
+            70000,
+            2**40,
+            1.5,
+            2.25,
+            True,
+            "héllo",
+            b"\x00\x01",
+            dt.date(2024, 5, 1),
+            ts,
+            ts,
+            Decimal("12.345"),
+            Decimal("1234567890123456789012345678.0123456789"),
+            [1, None, 3],
+            [["a"], [], None],
+            (7, [("x",), None]),
+            dt.timedelta(days=1, microseconds=5),
+        ),
+        (
+            base + 2,
+            -128,
+            -32768,
+            -1,
+            -(2**63),
+            -0.0,
+            float("inf"),
+            False,
+            "",
+            b"",
+            dt.date(1900, 1, 1),
+            dt.datetime(1969, 12, 31, 23, 59, 59),
+            dt.datetime(2262, 1, 1),
+            Decimal("-0.001"),
+            Decimal("0E-10"),
+            [],
+            [],
+            (None, []),
+            dt.timedelta(0),
+        ),
         (base + 3,) + (None,) * 18,
     ]
 
@@ -139,12 +173,16 @@ def test_spark_and_python_append_at_the_same_time(spark, table_uri, tmp_path):
             _time.sleep(0.02)
         yield from batches
 
-    df = spark.range(1, 2001, numPartitions=2).selectExpr("id", "'spark' AS src").mapInArrow(gated, "id long, src string")
+    df = (
+        spark.range(1, 2001, numPartitions=2)
+        .selectExpr("id", "'spark' AS src")
+        .mapInArrow(gated, "id long, src string")
+    )
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            catalog.spark.activate(spark)  # the JVM's active session is per thread
+            tspark.activate(spark)  # the JVM's active session is per thread
             df.write.format("tessera").mode("append").save(table_uri)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
@@ -211,9 +249,14 @@ def test_job_failing_for_good_commits_nothing_and_cleanup_removes_its_files(spar
     spark.range(10).write.format("tessera").mode("append").save(table_uri)
     before = _data_files(table_uri)
     df = spark.range(0, 4000, numPartitions=2).mapInArrow(crash, "id long")
-    with pytest.raises(Exception):
-        (df.write.format("tessera").mode("append").option("max_rows_per_file", "500")
-         .option("write_batch_rows", "100").save(table_uri))
+    with pytest.raises(Exception):  # noqa: B017 - the task failure reaches the driver as a Spark error
+        (
+            df.write.format("tessera")
+            .mode("append")
+            .option("max_rows_per_file", "500")
+            .option("write_batch_rows", "100")
+            .save(table_uri)
+        )
     t = Table.open(table_uri)
     assert t.version == 1 and t.count_rows() == 10
     t.cleanup_orphans(older_than=_dt.timedelta(0))
@@ -233,14 +276,16 @@ def test_pylance_reads_what_spark_wrote_and_spark_reads_pylance(spark, lance, tm
     assert got == want and len(got) == 3
 
     uri2 = str(tmp_path / "from_pylance")
-    data = pa.table({
-        "k": pa.array(range(1000), pa.int64()),
-        "name": [f"n{i}" for i in range(1000)],
-        "u": pa.array(range(1000), pa.uint32()),
-        "ts": pa.array([i * 1_000_000_000 for i in range(1000)], pa.timestamp("ns")),
-        "tags": [[i, i + 1] if i % 3 else None for i in range(1000)],
-        "pt": [{"x": float(i), "y": None if i % 2 else -1.0} for i in range(1000)],
-    })
+    data = pa.table(
+        {
+            "k": pa.array(range(1000), pa.int64()),
+            "name": [f"n{i}" for i in range(1000)],
+            "u": pa.array(range(1000), pa.uint32()),
+            "ts": pa.array([i * 1_000_000_000 for i in range(1000)], pa.timestamp("ns")),
+            "tags": [[i, i + 1] if i % 3 else None for i in range(1000)],
+            "pt": [{"x": float(i), "y": None if i % 2 else -1.0} for i in range(1000)],
+        }
+    )
     lance.write_dataset(data, uri2, max_rows_per_file=300)
     back = spark.read.format("tessera").option("min_partitions", "64").load(uri2)  # a task per fragment
     assert back.schema.simpleString() == (
@@ -256,14 +301,18 @@ def test_filter_pushdown_prunes_fragments_and_is_exact(spark, table_uri, pushdow
     """The pushdown machinery, through a source that bypasses its refusal
     (tests/spark/test_spark_pushdown.py covers the refusal)."""
     src = spark.range(0, 1000, numPartitions=4).selectExpr(
-        "id", "cast(id AS string) AS s", "id * 0.5 AS f", "IF(id % 2 = 0, NULL, id) AS n",
-        "date_add(DATE'2024-01-01', cast(id DIV 250 AS int)) AS d", "cast(id AS decimal(10,2)) AS dec",
+        "id",
+        "cast(id AS string) AS s",
+        "id * 0.5 AS f",
+        "IF(id % 2 = 0, NULL, id) AS n",
+        "date_add(DATE'2024-01-01', cast(id DIV 250 AS int)) AS d",
+        "cast(id AS decimal(10,2)) AS dec",
     )
     src.write.format("tessera").mode("overwrite").save(table_uri)
     assert len(Table.open(table_uri).fragments) == 4
     plain = spark.read.format("tessera").load(table_uri)  # pushdown is off by default
 
-    def pushing():  # a fresh DataFrame per query: see catalog.spark.pushdown_refusal
+    def pushing():  # a fresh DataFrame per query: see tspark.pushdown_refusal
         # min_partitions: a task per fragment (instead of a few small fragments per task), so tasks count fragments
         return spark.read.format(pushdown_probe).option("min_partitions", "64").load(table_uri)
 
@@ -279,10 +328,23 @@ def test_filter_pushdown_prunes_fragments_and_is_exact(spark, table_uri, pushdow
     assert parts("f > 100.0") == 4  # floats are not pushed
     assert parts("n IS NULL AND id < 250") == 1
     conditions = [
-        "id >= 900", "id IN (5, 905)", "id = 123456", "n IS NULL", "n IS NOT NULL AND id > 500",
-        "NOT (n IN (1, 3, 5))", "n != 7", "n <=> 7", "NOT (n <=> 7)", "s LIKE '99%'", "s LIKE '%99'",
-        "s LIKE '%99%'", "s >= '5' AND s < '6'", "d >= DATE'2024-01-03'", "dec BETWEEN 10.5 AND 20",
-        "f > 100.0 AND id < 300", "id < 10 OR id > 990",
+        "id >= 900",
+        "id IN (5, 905)",
+        "id = 123456",
+        "n IS NULL",
+        "n IS NOT NULL AND id > 500",
+        "NOT (n IN (1, 3, 5))",
+        "n != 7",
+        "n <=> 7",
+        "NOT (n <=> 7)",
+        "s LIKE '99%'",
+        "s LIKE '%99'",
+        "s LIKE '%99%'",
+        "s >= '5' AND s < '6'",
+        "d >= DATE'2024-01-03'",
+        "dec BETWEEN 10.5 AND 20",
+        "f > 100.0 AND id < 300",
+        "id < 10 OR id > 990",
     ]
     from functools import reduce
 
@@ -316,8 +378,12 @@ def test_large_fragments_split_by_row_range_and_deletions(spark, table_uri, push
     Table.open(table_uri).delete("id % 10 = 0")
 
     def load():  # with pushdown (refusal bypassed): a fresh DataFrame per query
-        return (spark.read.format(pushdown_probe).option("rows_per_partition", "3000").option("batch_rows", "1000")
-                .load(table_uri))
+        return (
+            spark.read.format(pushdown_probe)
+            .option("rows_per_partition", "3000")
+            .option("batch_rows", "1000")
+            .load(table_uri)
+        )
 
     assert load().rdd.getNumPartitions() == 4
     ids = sorted(r.id for r in load().collect())
@@ -340,17 +406,27 @@ def test_sql_temporary_view_insert_and_select(spark, table_uri):
 
 
 def test_types_spark_lacks_are_widened_on_read_and_round_trip(spark, table_uri):
-    Table.create(table_uri, pa.table({
-        "k": [1, 2], "t": pa.array([1_000_000, None], pa.time64("us")),
-        "u": pa.array([2**64 - 1, 3], pa.uint64()), "du": pa.array([5, None], pa.duration("ms")),
-        "h": pa.array([1.5, None], pa.float16()), "fl": pa.array([[1, 2], None], pa.list_(pa.int16(), 2)),
-    }))
+    Table.create(
+        table_uri,
+        pa.table(
+            {
+                "k": [1, 2],
+                "t": pa.array([1_000_000, None], pa.time64("us")),
+                "u": pa.array([2**64 - 1, 3], pa.uint64()),
+                "du": pa.array([5, None], pa.duration("ms")),
+                "h": pa.array([1.5, None], pa.float16()),
+                "fl": pa.array([[1, 2], None], pa.list_(pa.int16(), 2)),
+            }
+        ),
+    )
     df = spark.read.format("tessera").load(table_uri)
     assert df.schema.simpleString() == (
         "struct<k:bigint,t:time(6),u:decimal(20,0),du:interval day to second,h:float,fl:array<smallint>>"
     )
-    want = [(1, dt.time(0, 0, 1), Decimal(2**64 - 1), dt.timedelta(milliseconds=5), 1.5, [1, 2]),
-            (2, None, Decimal(3), None, None, None)]
+    want = [
+        (1, dt.time(0, 0, 1), Decimal(2**64 - 1), dt.timedelta(milliseconds=5), 1.5, [1, 2]),
+        (2, None, Decimal(3), None, None, None),
+    ]
     assert df.orderBy("k").collect() == want
     copy = table_uri + "-copy"
     df.write.format("tessera").mode("overwrite").save(copy)
@@ -359,15 +435,15 @@ def test_types_spark_lacks_are_widened_on_read_and_round_trip(spark, table_uri):
 
 
 def test_register_lifts_the_per_row_arrow_byte_cap_unless_the_session_set_one(spark, table_uri):
-    key = catalog.spark.ARROW_MAX_BYTES_CONF
-    assert spark.conf.get(key) == catalog.spark.ARROW_NO_BYTE_LIMIT  # the shared session, registered by the fixture
+    key = tspark.ARROW_MAX_BYTES_CONF
+    assert spark.conf.get(key) == tspark.ARROW_NO_BYTE_LIMIT  # the shared session, registered by the fixture
     fresh, kept, mine = spark.newSession(), spark.newSession(), spark.newSession()
     mine.conf.set(key, "2k")
     try:
-        catalog.spark.register(fresh)
-        catalog.spark.register(kept, lift_arrow_byte_cap=False)
-        catalog.spark.register(mine)
-        assert fresh.conf.get(key) == catalog.spark.ARROW_NO_BYTE_LIMIT
+        tspark.register(fresh)
+        tspark.register(kept, lift_arrow_byte_cap=False)
+        tspark.register(mine)
+        assert fresh.conf.get(key) == tspark.ARROW_NO_BYTE_LIMIT
         assert kept.conf.get(key) == "67108864b"  # Spark's default, left alone
         assert mine.conf.get(key) in ("2k", "2048b")  # the session's own value wins
         # with a 2 KiB cap Spark cuts its batches by bytes: the writer gets many tiny ones and loses none
@@ -377,4 +453,4 @@ def test_register_lifts_the_per_row_arrow_byte_cap_unless_the_session_set_one(sp
         assert t.count_rows() == 5000 and len(t.fragments) == 2
         assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(5000))
     finally:
-        catalog.spark.activate(spark)
+        tspark.activate(spark)

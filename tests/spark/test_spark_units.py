@@ -12,7 +12,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pytest
-
 from tessera_test_services import IN_CI
 
 if not IN_CI:
@@ -35,14 +34,28 @@ from tessera.catalog.spark.types import (  # noqa: E402
 
 
 def test_every_stored_arrow_type_reads_as_a_spark_type():
-    schema = pa.schema([
-        ("u8", pa.uint8()), ("u16", pa.uint16()), ("u32", pa.uint32()), ("u64", pa.uint64()),
-        ("h", pa.float16()), ("ls", pa.large_string()), ("lb", pa.large_binary()), ("fb", pa.binary(3)),
-        ("d64", pa.date64()), ("tsn", pa.timestamp("ns")), ("tsz", pa.timestamp("ms", "Europe/Paris")),
-        ("t32", pa.time32("ms")), ("dur", pa.duration("ns")), ("d256", pa.decimal256(30, 4)),
-        ("fsl", pa.list_(pa.float32(), 2)), ("ll", pa.large_list(pa.string())), ("nul", pa.null()),
-        ("st", pa.struct([pa.field("a", pa.int8(), nullable=False)])),
-    ])
+    schema = pa.schema(
+        [
+            ("u8", pa.uint8()),
+            ("u16", pa.uint16()),
+            ("u32", pa.uint32()),
+            ("u64", pa.uint64()),
+            ("h", pa.float16()),
+            ("ls", pa.large_string()),
+            ("lb", pa.large_binary()),
+            ("fb", pa.binary(3)),
+            ("d64", pa.date64()),
+            ("tsn", pa.timestamp("ns")),
+            ("tsz", pa.timestamp("ms", "Europe/Paris")),
+            ("t32", pa.time32("ms")),
+            ("dur", pa.duration("ns")),
+            ("d256", pa.decimal256(30, 4)),
+            ("fsl", pa.list_(pa.float32(), 2)),
+            ("ll", pa.large_list(pa.string())),
+            ("nul", pa.null()),
+            ("st", pa.struct([pa.field("a", pa.int8(), nullable=False)])),
+        ]
+    )
     spark = spark_schema_of(schema)
     assert spark.simpleString() == (
         "struct<u8:smallint,u16:int,u32:bigint,u64:decimal(20,0),h:float,ls:string,lb:binary,fb:binary,d64:date,"
@@ -50,13 +63,24 @@ def test_every_stored_arrow_type_reads_as_a_spark_type():
         "fsl:array<float>,ll:array<string>,nul:void,st:struct<a:tinyint>>"
     )
     arrays = [
-        pa.array([7], pa.uint8()), pa.array([7], pa.uint16()), pa.array([7], pa.uint32()),
-        pa.array([2**64 - 1], pa.uint64()), pa.array([1.5], pa.float16()), pa.array(["x"], pa.large_string()),
-        pa.array([b"x"], pa.large_binary()), pa.array([b"abc"], pa.binary(3)), pa.array([86_400_000], pa.date64()),
-        pa.array([1_500], pa.timestamp("ns")), pa.array([1], pa.timestamp("ms", "Europe/Paris")),
-        pa.array([1], pa.time32("ms")), pa.array([2_000], pa.duration("ns")),
-        pa.array([Decimal("1.5")], pa.decimal256(30, 4)), pa.array([[1.0, 2.0]], pa.list_(pa.float32(), 2)),
-        pa.array([["a"]], pa.large_list(pa.string())), pa.nulls(1), pa.array([{"a": 1}], schema.field("st").type),
+        pa.array([7], pa.uint8()),
+        pa.array([7], pa.uint16()),
+        pa.array([7], pa.uint32()),
+        pa.array([2**64 - 1], pa.uint64()),
+        pa.array([1.5], pa.float16()),
+        pa.array(["x"], pa.large_string()),
+        pa.array([b"x"], pa.large_binary()),
+        pa.array([b"abc"], pa.binary(3)),
+        pa.array([86_400_000], pa.date64()),
+        pa.array([1_500], pa.timestamp("ns")),
+        pa.array([1], pa.timestamp("ms", "Europe/Paris")),
+        pa.array([1], pa.time32("ms")),
+        pa.array([2_000], pa.duration("ns")),
+        pa.array([Decimal("1.5")], pa.decimal256(30, 4)),
+        pa.array([[1.0, 2.0]], pa.list_(pa.float32(), 2)),
+        pa.array([["a"]], pa.large_list(pa.string())),
+        pa.nulls(1),
+        pa.array([{"a": 1}], schema.field("st").type),
     ]
     target = spark_arrow_schema(spark)
     batch = to_spark_batch(arrays, target)
@@ -69,16 +93,25 @@ def test_every_stored_arrow_type_reads_as_a_spark_type():
 
 
 def test_spark_types_map_to_storable_arrow_types_or_a_typed_error():
-    schema = T.StructType([
-        T.StructField("id", T.LongType(), False), T.StructField("ts", T.TimestampType()),
-        T.StructField("a", T.ArrayType(T.ArrayType(T.StringType(), False))),
-        T.StructField("iv", T.DayTimeIntervalType()),
-    ])
-    assert arrow_schema_for(schema) == pa.schema([
-        pa.field("id", pa.int64(), False), ("ts", pa.timestamp("us", "UTC")),
-        ("a", pa.list_(pa.field("item", pa.list_(pa.field("item", pa.string(), False))))), ("iv", pa.duration("us")),
-    ])
-    bad = T.StructType([T.StructField("s", T.StructType([T.StructField("m", T.MapType(T.StringType(), T.IntegerType()))]))])
+    schema = T.StructType(
+        [
+            T.StructField("id", T.LongType(), False),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("a", T.ArrayType(T.ArrayType(T.StringType(), False))),
+            T.StructField("iv", T.DayTimeIntervalType()),
+        ]
+    )
+    assert arrow_schema_for(schema) == pa.schema(
+        [
+            pa.field("id", pa.int64(), False),
+            ("ts", pa.timestamp("us", "UTC")),
+            ("a", pa.list_(pa.field("item", pa.list_(pa.field("item", pa.string(), False))))),
+            ("iv", pa.duration("us")),
+        ]
+    )
+    bad = T.StructType(
+        [T.StructField("s", T.StructType([T.StructField("m", T.MapType(T.StringType(), T.IntegerType()))]))]
+    )
     with pytest.raises(UnsupportedSparkTypeError, match=r"column 's\.m' has Spark type map<string,int>.*map_entries"):
         arrow_schema_for(bad)
     with pytest.raises(UnsupportedSparkTypeError, match="interval year to month"):
@@ -89,12 +122,14 @@ def test_spark_types_map_to_storable_arrow_types_or_a_typed_error():
 
 def test_append_columns_are_checked_before_any_task_runs():
     table = pa.schema([("k", pa.int32()), ("st", pa.struct([("a", pa.int64())]))])
-    ok = T.StructType([T.StructField("st", T.StructType([T.StructField("a", T.IntegerType())])),
-                       T.StructField("k", T.LongType())])
+    ok = T.StructType(
+        [T.StructField("st", T.StructType([T.StructField("a", T.IntegerType())])), T.StructField("k", T.LongType())]
+    )
     check_append_columns(ok, table)
     with pytest.raises(SchemaMismatchError, match="column 'st'.*cannot be written"):
-        check_append_columns(T.StructType([T.StructField("st", T.StringType()), T.StructField("k", T.LongType())]),
-                             table)
+        check_append_columns(
+            T.StructType([T.StructField("st", T.StringType()), T.StructField("k", T.LongType())]), table
+        )
     with pytest.raises(SchemaMismatchError, match=r"missing \['st'\]"):
         check_append_columns(T.StructType([T.StructField("k", T.LongType())]), table)
 
@@ -110,15 +145,17 @@ def test_conform_batch_orders_casts_and_checks_nullability():
         conform_batch(pa.record_batch({"v": ["a"], "k": pa.array([2**40], pa.int64())}), table)
 
 
-DATA = pa.table({
-    "i": pa.array([1, 5, None, 9], pa.int32()),
-    "s": ["apple", "banana", None, "cherry"],
-    "d": pa.array([dt.date(2024, 1, 1), None, dt.date(2024, 3, 1), dt.date(2024, 2, 1)]),
-    "ts": pa.array([0, 10**6, None, 2 * 10**6], pa.timestamp("us", "UTC")),
-    "dec": pa.array([Decimal("1.50"), None, Decimal("-2.00"), Decimal("3.25")], pa.decimal128(5, 2)),
-    "f": [1.0, float("nan"), None, 2.0],
-    "b": [b"x", b"y", None, b"z"],
-})
+DATA = pa.table(
+    {
+        "i": pa.array([1, 5, None, 9], pa.int32()),
+        "s": ["apple", "banana", None, "cherry"],
+        "d": pa.array([dt.date(2024, 1, 1), None, dt.date(2024, 3, 1), dt.date(2024, 2, 1)]),
+        "ts": pa.array([0, 10**6, None, 2 * 10**6], pa.timestamp("us", "UTC")),
+        "dec": pa.array([Decimal("1.50"), None, Decimal("-2.00"), Decimal("3.25")], pa.decimal128(5, 2)),
+        "f": [1.0, float("nan"), None, 2.0],
+        "b": [b"x", b"y", None, b"z"],
+    }
+)
 IDS = {name: i for i, name in enumerate(DATA.schema.names)}
 
 
@@ -131,29 +168,32 @@ def _rows(flt) -> list[int] | None:
     return [i for i, keep in enumerate(mask.to_pylist()) if keep]
 
 
-@pytest.mark.parametrize("flt, rows", [
-    (D.GreaterThan(("i",), 4), [1, 3]),
-    (D.Not(D.EqualTo(("i",), 5)), [0, 3]),  # NULL stays out, as in Spark
-    (D.Not(D.In(("i",), [1, 9])), [1]),
-    (D.In(("i",), [1, 9]), [0, 3]),
-    (D.EqualNullSafe(("i",), 5), [1]),
-    (D.Not(D.EqualNullSafe(("i",), 5)), [0, 2, 3]),
-    (D.EqualNullSafe(("i",), None), [2]),
-    (D.IsNull(("s",)), [2]),
-    (D.Not(D.IsNull(("s",))), [0, 1, 3]),
-    (D.StringStartsWith(("s",), "ba"), [1]),
-    (D.Not(D.StringContains(("s",), "an")), [0, 3]),
-    (D.LessThan(("d",), dt.date(2024, 2, 15)), [0, 3]),
-    (D.GreaterThanOrEqual(("ts",), dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc)), [1, 3]),
-    (D.LessThanOrEqual(("dec",), Decimal("1.5")), [0, 2]),
-    (D.EqualTo(("b",), b"y"), [1]),
-    (D.GreaterThan(("f",), 1.0), None),  # floats: NaN ordering differs, Spark keeps it
-    (D.GreaterThan(("b",), b"x"), None),  # binary: equality only
-    (D.In(("s",), ["a", None]), None),  # NULL in an IN list
-    (D.EqualTo(("i",), 2**40), None),  # not an int32
-    (D.EqualTo(("dec",), Decimal("1.555")), None),  # does not fit decimal(5,2)
-    (D.EqualTo(("st", "a"), 1), None),  # nested
-])
+@pytest.mark.parametrize(
+    "flt, rows",
+    [
+        (D.GreaterThan(("i",), 4), [1, 3]),
+        (D.Not(D.EqualTo(("i",), 5)), [0, 3]),  # NULL stays out, as in Spark
+        (D.Not(D.In(("i",), [1, 9])), [1]),
+        (D.In(("i",), [1, 9]), [0, 3]),
+        (D.EqualNullSafe(("i",), 5), [1]),
+        (D.Not(D.EqualNullSafe(("i",), 5)), [0, 2, 3]),
+        (D.EqualNullSafe(("i",), None), [2]),
+        (D.IsNull(("s",)), [2]),
+        (D.Not(D.IsNull(("s",))), [0, 1, 3]),
+        (D.StringStartsWith(("s",), "ba"), [1]),
+        (D.Not(D.StringContains(("s",), "an")), [0, 3]),
+        (D.LessThan(("d",), dt.date(2024, 2, 15)), [0, 3]),
+        (D.GreaterThanOrEqual(("ts",), dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)), [1, 3]),
+        (D.LessThanOrEqual(("dec",), Decimal("1.5")), [0, 2]),
+        (D.EqualTo(("b",), b"y"), [1]),
+        (D.GreaterThan(("f",), 1.0), None),  # floats: NaN ordering differs, Spark keeps it
+        (D.GreaterThan(("b",), b"x"), None),  # binary: equality only
+        (D.In(("s",), ["a", None]), None),  # NULL in an IN list
+        (D.EqualTo(("i",), 2**40), None),  # not an int32
+        (D.EqualTo(("dec",), Decimal("1.555")), None),  # does not fit decimal(5,2)
+        (D.EqualTo(("st", "a"), 1), None),  # nested
+    ],
+)
 def test_pushed_filters_are_exact_or_handed_back(flt, rows):
     assert _rows(flt) == rows
 
@@ -177,7 +217,7 @@ def test_statistics_prune_only_what_cannot_match():
     assert may(D.In(("i",), [0, 9])) and not may(D.In(("i",), [0, 10]))
     assert not may(D.StringStartsWith(("s",), "d")) and may(D.StringStartsWith(("s",), "b"))
     assert not may(D.LessThan(("d",), dt.date(2024, 1, 1)))
-    assert not may(D.GreaterThan(("ts",), dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.timezone.utc)))
+    assert not may(D.GreaterThan(("ts",), dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.UTC)))
     assert may(D.EqualTo(("dec",), Decimal("3.25"))) and not may(D.EqualTo(("dec",), Decimal("3.26")))
     assert may(D.IsNull(("i",))) and may(D.Not(D.EqualTo(("i",), 1)))
 
@@ -213,8 +253,9 @@ def test_read_partitions_keep_every_core_busy_with_few_tasks():
     big = plan_partitions([_frag(10_000, 1000 * MB)], PartitionSizing(min_partitions=1))
     assert len(big) == 8 and [t[0][1:] for t in big][:2] == [(0, 1250), (1250, 2500)]
     # a row cap splits and stops packing; empty and fully deleted fragments get no task
-    capped = plan_partitions([_frag(10_000, 10_000), _frag(0, 0), _frag(5, 100, deleted=5)],
-                             PartitionSizing(rows_per_partition=3000))
+    capped = plan_partitions(
+        [_frag(10_000, 10_000), _frag(0, 0), _frag(5, 100, deleted=5)], PartitionSizing(rows_per_partition=3000)
+    )
     assert [t for t in capped] == [[(0, 0, 2500)], [(0, 2500, 5000)], [(0, 5000, 7500)], [(0, 7500, 10_000)]]
     # small fragments, one core: one task, until their open costs fill a split (as Spark packs files)
     assert len(plan_partitions([_frag(100, 1000)] * 20, PartitionSizing(min_partitions=1))) == 1
@@ -334,11 +375,13 @@ def test_locations_from_options(tmp_path, monkeypatch):
         tspark.resolve_location({"table": "ns.t"})
 
     module = types.ModuleType("tessera_test_resolver")
-    module.resolve = lambda name, opts: tspark.TableLocation(f"s3://wh/{name.replace('.', '/')}", "redis://r/0",
-                                                             {"region": "us"})
+    module.resolve = lambda name, opts: tspark.TableLocation(
+        f"s3://wh/{name.replace('.', '/')}", "redis://r/0", {"region": "us"}
+    )
     monkeypatch.setitem(sys.modules, "tessera_test_resolver", module)
-    loc = tspark.resolve_location({"table": "ns.t", "resolver": "tessera_test_resolver:resolve",
-                                   "storage.endpoint_url": "http://x"})
+    loc = tspark.resolve_location(
+        {"table": "ns.t", "resolver": "tessera_test_resolver:resolve", "storage.endpoint_url": "http://x"}
+    )
     assert loc == tspark.TableLocation("s3://wh/ns/t", "redis://r/0", {"region": "us", "endpoint_url": "http://x"})
     monkeypatch.setattr(tspark, "_default_resolver", module.resolve)
     assert tspark.resolve_location({"table": "a.b"}).uri == "s3://wh/a/b"

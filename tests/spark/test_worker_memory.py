@@ -30,8 +30,9 @@ print(json.dumps({"on": on, "again": keep_freed_memory(), "faults": faults}))
 
 
 def _probe(**env) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env={**os.environ, **env}, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env={**os.environ, **env}, check=True, capture_output=True, text=True
+    ).stdout
     return json.loads(out)
 
 

@@ -144,7 +144,9 @@ def test_dynamodb_unreachable_endpoint_is_unavailable():
     t0 = time.monotonic()
     with pytest.raises(StoreUnavailableError):
         open_manifest_store("dynamodb:///tessera-manifests?region=us-east-1&endpoint_url=http://127.0.0.1:1")
-    s = open_manifest_store("dynamodb:///tessera-manifests?region=us-east-1&endpoint_url=http://127.0.0.1:1", check=False)
+    s = open_manifest_store(
+        "dynamodb:///tessera-manifests?region=us-east-1&endpoint_url=http://127.0.0.1:1", check=False
+    )
     with pytest.raises(StoreUnavailableError):  # never sent: not ambiguous
         s.reserve(rec(new_key()))
     s.close()

@@ -278,8 +278,12 @@ def test_identity_has_no_credentials(store_url, request):
         expect = "redis://127.0.0.1:6379/15"
     else:
         url = store_url
-        options = {"aws_access_key_id": "AKIA" + SECRET, "aws_secret_access_key": SECRET, "aws_session_token": SECRET,
-                   "check": False}
+        options = {
+            "aws_access_key_id": "AKIA" + SECRET,
+            "aws_secret_access_key": SECRET,
+            "aws_session_token": SECRET,
+            "check": False,
+        }
         expect = "dynamodb:///"
     s = open_manifest_store(url, **options)
     try:

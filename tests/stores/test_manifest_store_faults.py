@@ -115,9 +115,24 @@ def _redis_server(tmp_path, name: str, *extra: str):
     workdir = tmp_path / name
     workdir.mkdir()
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir), "--save", "",
-         "--appendonly", "yes", "--appendfsync", "always", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(workdir),
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -155,9 +170,17 @@ def test_redis_wait_replicas_with_a_real_replica(tmp_path):
         import subprocess
 
         out = subprocess.run(
-            [sys.executable, os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "check_redis.py"), url,
-             "--wait-replicas", "1", "--strict"],
-            capture_output=True, text=True, timeout=30,
+            [
+                sys.executable,
+                os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "check_redis.py"),
+                url,
+                "--wait-replicas",
+                "1",
+                "--strict",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
         assert out.returncode == 0 and "ok: acknowledged commits are durable" in out.stdout, out.stdout + out.stderr
         unwaited = open_manifest_store(url)

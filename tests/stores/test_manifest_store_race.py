@@ -113,8 +113,10 @@ def test_exactly_one_winner_per_round(store_url):
             assert rows[version].transaction_uuid == winners[0][3], f"{kind}: v{version} row is not the winner's"
             assert rows[version].incarnation == incarnation
         process_wins = sum(1 for r in results if r[2] == "won" and r[1].startswith("p"))
-        print(f"{kind}: {ROUNDS} rounds x {THREADS + PROCESSES} contenders in {elapsed:.2f}s; "
-              f"processes won {process_wins} rounds")
+        print(
+            f"{kind}: {ROUNDS} rounds x {THREADS + PROCESSES} contenders in {elapsed:.2f}s; "
+            f"processes won {process_wins} rounds"
+        )
     finally:
         for p in procs:
             if p.is_alive():

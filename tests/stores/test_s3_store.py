@@ -73,8 +73,19 @@ def test_parse_uri(uri, expected):
 
 @pytest.mark.parametrize(
     "uri",
-    ["s3:///path", "s3://", "s3://Upper/t", "s3://ab/t", "s3://bad_bucket-/t", "s3://b:9000/t",
-     "s3://key:secret@bkt/t", "s3://bkt/t?x=1", "s3://bkt/a/../b", "s3://bkt/a\x00b", "s3://bkt/a#b"],
+    [
+        "s3:///path",
+        "s3://",
+        "s3://Upper/t",
+        "s3://ab/t",
+        "s3://bad_bucket-/t",
+        "s3://b:9000/t",
+        "s3://key:secret@bkt/t",
+        "s3://bkt/t?x=1",
+        "s3://bkt/a/../b",
+        "s3://bkt/a\x00b",
+        "s3://bkt/a#b",
+    ],
 )
 def test_bad_uri(uri):
     with pytest.raises(InvalidURIError):
@@ -82,10 +93,23 @@ def test_bad_uri(uri):
 
 
 def test_options_aliases_and_errors():
-    o = S3Options.from_mapping({"aws_endpoint": "localhost:9000", "allow_http": "true", "AWS_REGION": "eu-west-1",
-                                "connect_timeout": "500ms", "read_timeout": 7, "max_retries": "2"})
+    o = S3Options.from_mapping(
+        {
+            "aws_endpoint": "localhost:9000",
+            "allow_http": "true",
+            "AWS_REGION": "eu-west-1",
+            "connect_timeout": "500ms",
+            "read_timeout": 7,
+            "max_retries": "2",
+        }
+    )
     assert (o.endpoint_url, o.region, o.connect_timeout, o.read_timeout, o.max_retries) == (
-        "http://localhost:9000", "eu-west-1", 0.5, 7.0, 2)
+        "http://localhost:9000",
+        "eu-west-1",
+        0.5,
+        7.0,
+        2,
+    )
     assert o.addressing_style == "path"  # custom endpoints default to path style
     assert S3Options.from_mapping({"virtual_hosted_style_request": "true"}).addressing_style == "virtual"
     bad = [
@@ -147,15 +171,25 @@ def test_basic_operations(store, moto_server, bucket):
 
 def test_list_and_walk(store, moto_server, bucket):
     s3 = moto_server.client("s3")
-    for k in ["tbl/_versions/1.manifest", "tbl/_versions/2.manifest", "tbl/_versions/sub/deep",
-              "tbl/data/x.lance", "tbl2/_versions/9.manifest", "tbl/_versions/"]:
+    for k in [
+        "tbl/_versions/1.manifest",
+        "tbl/_versions/2.manifest",
+        "tbl/_versions/sub/deep",
+        "tbl/data/x.lance",
+        "tbl2/_versions/9.manifest",
+        "tbl/_versions/",
+    ]:
         s3.put_object(Bucket=bucket, Key=k, Body=b"12345")
     assert sorted(store.list("_versions")) == ["1.manifest", "2.manifest"]
     assert store.list("missing") == []
     assert sorted(store.list("")) == []
     walked = sorted(store.walk(""))
-    assert [w[0] for w in walked] == ["_versions/1.manifest", "_versions/2.manifest", "_versions/sub/deep",
-                                      "data/x.lance"]
+    assert [w[0] for w in walked] == [
+        "_versions/1.manifest",
+        "_versions/2.manifest",
+        "_versions/sub/deep",
+        "data/x.lance",
+    ]
     assert all(size == 5 and mtime > 1e9 for _, size, mtime in walked)
     assert [w[0] for w in store.walk("data")] == ["data/x.lance"]
     # pagination
@@ -178,8 +212,15 @@ def test_missing_objects(store):
 
 def test_missing_bucket(moto_server):
     s = S3ObjectStore("s3://no-such-bucket-tessera/t", moto_server.storage_options())
-    for call in (lambda: s.read("x"), lambda: s.size("x"), lambda: s.list(""), lambda: s.walk(""),
-                 lambda: s.put("x", b"1"), lambda: s.put_if_not_exists("x", b"1"), lambda: s.open_reader("x")):
+    for call in (
+        lambda: s.read("x"),
+        lambda: s.size("x"),
+        lambda: s.list(""),
+        lambda: s.walk(""),
+        lambda: s.put("x", b"1"),
+        lambda: s.put_if_not_exists("x", b"1"),
+        lambda: s.open_reader("x"),
+    ):
         with pytest.raises(BucketNotFoundError, match="no-such-bucket-tessera"):
             call()
     assert not s.exists("x")
@@ -189,9 +230,17 @@ def test_unreachable_endpoint():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again: nothing listens there
-    s = S3ObjectStore("s3://bkt/t", {"endpoint_url": f"http://127.0.0.1:{port}", "region": "us-east-1",
-                                      "aws_access_key_id": "a", "aws_secret_access_key": "b",
-                                      "connect_timeout": 1, "max_retries": 0})
+    s = S3ObjectStore(
+        "s3://bkt/t",
+        {
+            "endpoint_url": f"http://127.0.0.1:{port}",
+            "region": "us-east-1",
+            "aws_access_key_id": "a",
+            "aws_secret_access_key": "b",
+            "connect_timeout": 1,
+            "max_retries": 0,
+        },
+    )
     with pytest.raises(StoreUnavailableError):
         s.read("x")
     with pytest.raises(StoreUnavailableError):  # never sent, so not ambiguous
@@ -435,11 +484,13 @@ def test_probe_local(tmp_path):
 
 def test_lance_file_roundtrip(store):
     n = 200_000
-    table = pa.table({
-        "id": pa.array(np.arange(n, dtype=np.int64)),
-        "x": pa.array(np.random.default_rng(3).standard_normal(n)),
-        "s": pa.array([f"row-{i % 977}" for i in range(n)]),
-    })
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(n, dtype=np.int64)),
+            "x": pa.array(np.random.default_rng(3).standard_normal(n)),
+            "s": pa.array([f"row-{i % 977}" for i in range(n)]),
+        }
+    )
     out = store.open_output("data/f.lance")
     w = tformat.FileWriter(out, table.schema)
     w.write(table)
@@ -449,7 +500,9 @@ def test_lance_file_roundtrip(store):
     io = store.open_reader("data/f.lance")
     r = tformat.FileReader(io)
     assert r.read().equals(table)
-    assert r.read_range(1000, 1010, columns=["s"]).column("s").to_pylist() == [f"row-{i % 977}" for i in range(1000, 1010)]
+    assert r.read_range(1000, 1010, columns=["s"]).column("s").to_pylist() == [
+        f"row-{i % 977}" for i in range(1000, 1010)
+    ]
     assert io.requests < 20
 
 
@@ -506,8 +559,16 @@ def test_an_append_on_s3_is_four_requests(moto_server, bucket, monkeypatch):
     t.append(pa.table({"a": [3]}))
     t.append(pa.table({"a": [4]}))
     ops = [(op, key.split("/")[1]) for op, key, _ in calls]
-    assert ops == [("PutObject", "data"), ("PutObject", "_transactions"), ("GetObject", "_versions"),
-                   ("PutObject", "_versions")] * 2, calls
+    assert (
+        ops
+        == [
+            ("PutObject", "data"),
+            ("PutObject", "_transactions"),
+            ("GetObject", "_versions"),
+            ("PutObject", "_versions"),
+        ]
+        * 2
+    ), calls
     assert calls[2][1].endswith(f"{2**64 - 1 - 1:020d}.manifest") and calls[2][2].startswith("bytes=-")
     assert calls[3][1].endswith(f"{2**64 - 1 - 2:020d}.manifest")
     monkeypatch.undo()

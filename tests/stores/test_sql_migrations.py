@@ -158,16 +158,35 @@ def test_alembic_command_line_upgrades_from_the_repository(tmp_path):
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     url = f"sqlite:///{tmp_path}/al.db"
-    out = subprocess.run([sys.executable, "-m", "alembic", "-c", os.path.join(root, "migrations", "alembic.ini"),
-                          "-x", f"url={url}", "upgrade", "head"], capture_output=True, text=True, cwd=tmp_path,
-                         timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "alembic",
+            "-c",
+            os.path.join(root, "migrations", "alembic.ini"),
+            "-x",
+            f"url={url}",
+            "upgrade",
+            "head",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     from tessera.stores.manifest_store import open_manifest_store
 
     store = open_manifest_store(url, create=False)  # check()s the schema: at head, with a store id
     assert store.store_id()
     store.close()
-    missing = subprocess.run([sys.executable, "-m", "alembic", "-c", os.path.join(root, "migrations", "alembic.ini"),
-                              "upgrade", "head"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
-                             env={k: v for k, v in os.environ.items() if k != "TESSERA_DATABASE_URL"})
+    missing = subprocess.run(
+        [sys.executable, "-m", "alembic", "-c", os.path.join(root, "migrations", "alembic.ini"), "upgrade", "head"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "TESSERA_DATABASE_URL"},
+    )
     assert missing.returncode != 0 and "no database" in missing.stderr

@@ -298,8 +298,12 @@ def _create_by_hand(url: str, *, version: str = "BIGINT NOT NULL", path_null: st
     written by hand (not by the migrations)."""
     eng = sa.create_engine(url)
     mysql = eng.dialect.name in ("mysql", "mariadb")
-    fmt = {"s": "VARBINARY" if mysql else "VARCHAR", "ts": "DATETIME" if mysql else "TIMESTAMP",
-           "version": version, "path_null": path_null}
+    fmt = {
+        "s": "VARBINARY" if mysql else "VARCHAR",
+        "ts": "DATETIME" if mysql else "TIMESTAMP",
+        "version": version,
+        "path_null": path_null,
+    }
     cols = ", ".join(f"{name} {decl.format(**fmt)}" for name, decl in _COLUMNS)
     with eng.begin() as c:
         c.execute(sa.text(f"CREATE TABLE {TABLE_NAME} ({cols}, PRIMARY KEY (table_hash, version))"))
@@ -400,8 +404,15 @@ def test_dynamodb_foreign_store_item_is_refused(moto_server):
     client = moto_server.client("dynamodb")
     store = open_manifest_store(url, create=True)
     try:
-        client.put_item(TableName=name, Item={"table_key": {"S": "tessera#store"}, "version": {"N": "0"},
-                                              "store_id": {"S": "x" * 32}, "layout": {"N": "7"}})
+        client.put_item(
+            TableName=name,
+            Item={
+                "table_key": {"S": "tessera#store"},
+                "version": {"N": "0"},
+                "store_id": {"S": "x" * 32},
+                "layout": {"N": "7"},
+            },
+        )
         with pytest.raises(StoreSchemaError, match="layout '7'.*upgrade Tessera"):
             store.check()
         with pytest.raises(StoreSchemaError, match="layout '7'"):

@@ -94,7 +94,9 @@ def test_provision_dynamodb_script_and_a_foreign_table(moto_server):
         out = run("provision_dynamodb", name, "--region", "us-east-1", "--endpoint-url", moto_server.endpoint, env=env)
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("created:") and f"dynamodb:///{name}?region=us-east-1" in out.stdout
-        again = run("provision_dynamodb", name, "--region", "us-east-1", "--endpoint-url", moto_server.endpoint, env=env)
+        again = run(
+            "provision_dynamodb", name, "--region", "us-east-1", "--endpoint-url", moto_server.endpoint, env=env
+        )
         assert again.returncode == 0 and again.stdout.startswith("exists:")
     finally:
         moto_server.client("dynamodb").delete_table(TableName=name)

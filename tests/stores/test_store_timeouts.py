@@ -213,9 +213,17 @@ def test_postgres_statement_timeout_is_a_definite_refusal(postgres_url):
             assert c.exec_driver_sql("SHOW statement_timeout").scalar() == "900ms"
         with blocker.connect() as conn:
             txn = conn.begin()
-            conn.execute(ManifestVersionRow.__table__.insert().values(
-                table_hash=table_hash(key), version=1, table_key=key, path=record.path, size=1,
-                transaction_uuid="blocker", incarnation="inc"))  # uncommitted: holds the key
+            conn.execute(
+                ManifestVersionRow.__table__.insert().values(
+                    table_hash=table_hash(key),
+                    version=1,
+                    table_key=key,
+                    path=record.path,
+                    size=1,
+                    transaction_uuid="blocker",
+                    incarnation="inc",
+                )
+            )  # uncommitted: holds the key
             t0 = time.monotonic()
             with pytest.raises(StoreUnavailableError, match="statement timeout"):
                 store.reserve(record)
@@ -239,8 +247,12 @@ def s3_pair(moto_server):
     direct = S3ObjectStore(uri, moto_server.storage_options())
 
     def via_proxy(**options) -> S3ObjectStore:
-        opts = {**moto_server.storage_options(), "endpoint_url": _via_proxy(moto_server.endpoint, proxy.port),
-                "io_timeout": IO, **options}
+        opts = {
+            **moto_server.storage_options(),
+            "endpoint_url": _via_proxy(moto_server.endpoint, proxy.port),
+            "io_timeout": IO,
+            **options,
+        }
         return S3ObjectStore(uri, opts)
 
     yield direct, proxy, via_proxy
@@ -337,8 +349,14 @@ def test_fault_proxy_outage_drops_the_reply_then_refuses_then_recovers(redis_url
 # ------------------------------------------------------------ URL query settings
 def test_sql_url_settings_are_applied_and_never_reach_the_driver(postgres_url):
     base = _open(postgres_url, create=True)
-    url = _with(postgres_url, io_timeout=7, connect_timeout=3, pool_size=2, max_overflow=1,
-                application_name="tessera-timeouts-test")
+    url = _with(
+        postgres_url,
+        io_timeout=7,
+        connect_timeout=3,
+        pool_size=2,
+        max_overflow=1,
+        application_name="tessera-timeouts-test",
+    )
     store = _open(url)  # psycopg would refuse io_timeout, pool_size ... as connection options
     try:
         assert store.identity() == base.identity()
@@ -393,8 +411,9 @@ def test_sqlite_url_settings(tmp_path):
 
 
 def test_redis_url_settings(redis_url):
-    url = _with(redis_url, io_timeout=2, connect_timeout="500ms", max_connections=3, prefix="tt",
-                client_name="tessera-t")
+    url = _with(
+        redis_url, io_timeout=2, connect_timeout="500ms", max_connections=3, prefix="tt", client_name="tessera-t"
+    )
     store = open_manifest_store(url)
     plain = open_manifest_store(_with(redis_url, prefix="tt"))
     try:
@@ -403,8 +422,10 @@ def test_redis_url_settings(redis_url):
         assert store._pool.max_connections == 3
         assert store.identity() == plain.identity() and store.identity().endswith("#tt")
         assert "io_timeout" not in kw and "prefix" not in kw
-        for alias in (open_manifest_store(_with(redis_url, socket_timeout=3), check=False),
-                      open_manifest_store(redis_url, socket_timeout=3, check=False)):
+        for alias in (
+            open_manifest_store(_with(redis_url, socket_timeout=3), check=False),
+            open_manifest_store(redis_url, socket_timeout=3, check=False),
+        ):
             assert alias._pool.connection_kwargs["socket_timeout"] == 3.0
             alias.close()
         waited = open_manifest_store(_with(redis_url, io_timeout=1, wait_replicas=1, wait_timeout_ms=2500), check=False)
@@ -451,13 +472,20 @@ BAD_QUERIES = [
 ]
 BAD_PER_KIND = {
     "sqlite:///{tmp}/bad.db": [("busy_timeout_ms=-5", "busy_timeout_ms"), ("pool_size=many", "pool_size")],
-    "postgresql+psycopg://postgres@127.0.0.1:1/test": [("statement_timeout=5", "statement_timeout"),
-                                                       ("pool_pre_ping=maybe", "pool_pre_ping")],
+    "postgresql+psycopg://postgres@127.0.0.1:1/test": [
+        ("statement_timeout=5", "statement_timeout"),
+        ("pool_pre_ping=maybe", "pool_pre_ping"),
+    ],
     "mysql+pymysql://root@127.0.0.1:1/test": [("write_timeout=3", "io_timeout"), ("max_overflow=-2", "max_overflow")],
-    "redis://127.0.0.1:1/0": [("wait_replicas=-1", "wait_replicas"), ("max_connections=0", "max_connections"),
-                              ("socket_timeout=1&io_timeout=2", "io_timeout")],
-    "dynamodb:///tessera-t?region=us-east-1&endpoint_url=http://127.0.0.1:1": [("max_attempts=0", "max_attempts"),
-                                                                              ("read_timeout=x", "read_timeout")],
+    "redis://127.0.0.1:1/0": [
+        ("wait_replicas=-1", "wait_replicas"),
+        ("max_connections=0", "max_connections"),
+        ("socket_timeout=1&io_timeout=2", "io_timeout"),
+    ],
+    "dynamodb:///tessera-t?region=us-east-1&endpoint_url=http://127.0.0.1:1": [
+        ("max_attempts=0", "max_attempts"),
+        ("read_timeout=x", "read_timeout"),
+    ],
 }
 BAD_CASES = [(base, q, name) for base in BAD_PER_KIND for q, name in BAD_QUERIES + BAD_PER_KIND[base]]
 
@@ -472,12 +500,15 @@ def test_bad_url_settings_are_refused_naming_them(base, query, name, tmp_path):
 
 
 @pytest.mark.parametrize("base", list(BAD_PER_KIND))
-@pytest.mark.parametrize("options, name", [
-    ({"io_timeout": -1}, "io_timeout"),
-    ({"io_timeout": "soon"}, "io_timeout"),
-    ({"connect_timeout": 0}, "connect_timeout"),
-    ({"io_timout": 1}, "io_timout"),  # not an option of any store
-])
+@pytest.mark.parametrize(
+    "options, name",
+    [
+        ({"io_timeout": -1}, "io_timeout"),
+        ({"io_timeout": "soon"}, "io_timeout"),
+        ({"connect_timeout": 0}, "connect_timeout"),
+        ({"io_timout": 1}, "io_timout"),  # not an option of any store
+    ],
+)
 def test_bad_keyword_settings_are_refused_naming_them(base, options, name, tmp_path):
     with pytest.raises(InvalidStorageOptionError, match=name):
         open_manifest_store(base.replace("{tmp}", str(tmp_path)), check=False, **options)
