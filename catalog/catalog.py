@@ -17,7 +17,8 @@ import os
 import re
 import tomllib
 import uuid
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
@@ -41,7 +42,17 @@ from .errors import (
 from .models import NamespaceRow, TableRow
 from .table import Table
 
+if TYPE_CHECKING:
+    from tessera.commit.retry import RetryPolicy
+    from tessera.stores.sql_store import SqlManifestStore
+
+    from .table import Data
+    from .transaction import CatalogTransaction
+
 log = logging.getLogger(__name__)
+
+Ident: TypeAlias = "str | tuple[str, ...] | list[str]"
+"""A dotted name (``"ns.orders"``) or its parts (``("ns", "orders")``)."""
 
 _PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,127}$")
 DEFAULT_CONFIG = os.path.join(os.path.expanduser("~"), ".config", "tessera", "config.toml")
@@ -51,7 +62,7 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def split_name(ident: str | tuple | list, what: str = "table") -> tuple[str, ...]:
+def split_name(ident: Ident, what: str = "table") -> tuple[str, ...]:
     parts = tuple(ident.split(".")) if isinstance(ident, str) else tuple(ident)
     if not parts or any(not isinstance(p, str) or not _PART.match(p) for p in parts):
         raise InvalidNameError(
@@ -156,9 +167,9 @@ def connect(
     *,
     name: str | None = None,
     uri: str | None = None,
-    storage_options: dict | None = None,
+    storage_options: dict[str, str] | None = None,
     create: bool = True,
-    **options,
+    **options: Any,
 ) -> Catalog:
     """Open a catalog.
 
@@ -220,10 +231,10 @@ class Catalog:
         uri: str,
         warehouse: str,
         *,
-        storage_options: dict | None = None,
+        storage_options: dict[str, str] | None = None,
         default_file_version: str = "2.2",
-        retry=None,
-        properties: dict | None = None,
+        retry: RetryPolicy | None = None,
+        properties: dict[str, Any] | None = None,
         create: bool = True,
     ) -> None:
         """``retry`` (a :class:`commit.retry.RetryPolicy`) or the ``properties``
@@ -261,7 +272,7 @@ class Catalog:
             if type(exc).__name__ in ("StoreUnavailableError", "StoreSchemaError"):
                 raise CatalogConnectionError(f"cannot open the catalog database {_safe(uri)}: {exc}") from exc
             raise
-        self._manifest_store = None
+        self._manifest_store: SqlManifestStore | None = None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -271,7 +282,9 @@ class Catalog:
     def __enter__(self) -> Catalog:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -283,7 +296,7 @@ class Catalog:
         return Session(self.engine)
 
     @property
-    def manifest_store(self):
+    def manifest_store(self) -> SqlManifestStore:
         """The catalog database's own manifest store (commit_store="catalog")."""
         if self._manifest_store is None:
             from tessera.stores.sql_store import SqlManifestStore
@@ -291,7 +304,7 @@ class Catalog:
             self._manifest_store = SqlManifestStore.from_url(self.uri)
         return self._manifest_store
 
-    def _commit_store_for(self, value: str):
+    def _commit_store_for(self, value: str) -> str | SqlManifestStore | None:
         if value == "native":
             return None
         if value == "catalog":
@@ -300,7 +313,7 @@ class Catalog:
 
     # -- namespaces --------------------------------------------------------------------
 
-    def create_namespace(self, name: str, properties: dict | None = None, *, exist_ok: bool = False) -> None:
+    def create_namespace(self, name: str, properties: dict[str, Any] | None = None, *, exist_ok: bool = False) -> None:
         parts = split_name(name, "namespace")
         ns = ".".join(parts)
         with self._session() as s, s.begin():
@@ -330,16 +343,18 @@ class Catalog:
             raise NamespaceNotFoundError(f"namespace {ns!r} does not exist; create it with create_namespace")
         return row
 
-    def namespace_properties(self, name: str) -> dict:
+    def namespace_properties(self, name: str) -> dict[str, Any]:
         ns = ".".join(split_name(name, "namespace"))
         with self._session() as s:
-            return json.loads(self._namespace(s, ns).properties)
+            return _properties(self._namespace(s, ns).properties)
 
-    def update_namespace_properties(self, name: str, updates: dict | None = None, removals: list | None = None) -> dict:
+    def update_namespace_properties(
+        self, name: str, updates: dict[str, Any] | None = None, removals: list[str] | None = None
+    ) -> dict[str, Any]:
         ns = ".".join(split_name(name, "namespace"))
         with self._session() as s, s.begin():
             row = self._namespace(s, ns)
-            props = json.loads(row.properties)
+            props = _properties(row.properties)
             props.update(updates or {})
             for k in removals or []:
                 props.pop(k, None)
@@ -364,7 +379,7 @@ class Catalog:
 
     # -- tables ------------------------------------------------------------------------
 
-    def _ident(self, ident) -> tuple[str, str]:
+    def _ident(self, ident: Ident) -> tuple[str, str]:
         parts = split_name(ident)
         if len(parts) < 2:
             raise InvalidNameError(f"table name {ident!r} needs a namespace: 'namespace.table'")
@@ -394,12 +409,12 @@ class Catalog:
 
     def create_table(
         self,
-        ident,
-        data_or_schema,
+        ident: Ident,
+        data_or_schema: Data,
         *,
         file_version: str | None = None,
         commit_store: str | None = None,
-        properties: dict | None = None,
+        properties: dict[str, Any] | None = None,
         location: str | None = None,
         stable_row_ids: bool = False,
     ) -> Table:
@@ -447,14 +462,15 @@ class Catalog:
                     s.delete(row)
             raise
 
-    def _row(self, s: Session, ident) -> TableRow:
+    def _row(self, s: Session, ident: Ident) -> TableRow:
         ns, name = self._ident(ident)
         row = s.get(TableRow, (ns, name))
         if row is None:
             raise NoSuchTableError(f"table {ns}.{name} does not exist")
         return row
 
-    def load_table(self, ident, version: int | str | None = None) -> Table:
+    def load_table(self, ident: Ident, version: int | str | None = None) -> Table:
+        """The table ``ident`` at its latest version, a version number or a tag."""
         with self._session() as s:
             row = self._row(s, ident)
             uri, store = row.uri, row.commit_store
@@ -466,7 +482,7 @@ class Catalog:
             retry=self.retry,
         )
 
-    def table_exists(self, ident) -> bool:
+    def table_exists(self, ident: Ident) -> bool:
         try:
             with self._session() as s:
                 self._row(s, ident)
@@ -481,7 +497,7 @@ class Catalog:
             rows = s.execute(sa.select(TableRow.name).where(TableRow.namespace == ns).order_by(TableRow.name))
             return [f"{ns}.{n}" for (n,) in rows]
 
-    def rename_table(self, old, new) -> None:
+    def rename_table(self, old: Ident, new: Ident) -> None:
         """Rename in the catalog; the data stays where it is."""
         new_ns, new_name = self._ident(new)
         with self._session() as s, s.begin():
@@ -501,7 +517,7 @@ class Catalog:
             )
             s.delete(row)
 
-    def drop_table(self, ident, *, purge: bool = False) -> None:
+    def drop_table(self, ident: Ident, *, purge: bool = False) -> None:
         """Remove the table from the catalog; with ``purge``, delete its data too."""
         with self._session() as s, s.begin():
             row = self._row(s, ident)
@@ -518,36 +534,46 @@ class Catalog:
                 ms = open_manifest_store(cs) if isinstance(cs, str) else cs
                 ms.delete_table(normalize_table_uri(uri))
 
-    def table_properties(self, ident) -> dict:
+    def table_properties(self, ident: Ident) -> dict[str, Any]:
         with self._session() as s:
-            return json.loads(self._row(s, ident).properties)
+            return _properties(self._row(s, ident).properties)
 
-    def update_table_properties(self, ident, updates: dict | None = None, removals: list | None = None) -> dict:
+    def update_table_properties(
+        self, ident: Ident, updates: dict[str, Any] | None = None, removals: list[str] | None = None
+    ) -> dict[str, Any]:
         with self._session() as s, s.begin():
             row = self._row(s, ident)
-            props = json.loads(row.properties)
+            props = _properties(row.properties)
             props.update(updates or {})
             for k in removals or []:
                 props.pop(k, None)
             row.properties = json.dumps(props)
             return props
 
-    def table_info(self, ident) -> dict:
+    def table_info(self, ident: Ident) -> dict[str, Any]:
         with self._session() as s:
             row = self._row(s, ident)
             return {
                 "name": f"{row.namespace}.{row.name}",
                 "uri": row.uri,
                 "commit_store": _safe(row.commit_store),
-                "properties": json.loads(row.properties),
+                "properties": _properties(row.properties),
                 "created_at": row.created_at,
             }
 
-    def transaction(self):
+    def transaction(self) -> CatalogTransaction:
         """A multi-table transaction (see ``catalog.transaction``)."""
         from .transaction import CatalogTransaction
 
         return CatalogTransaction(self)
+
+
+def _properties(text: str) -> dict[str, Any]:
+    """A properties column (JSON text) as a dict."""
+    props = json.loads(text)
+    if not isinstance(props, dict):
+        raise CatalogConnectionError(f"catalog properties are not a JSON object: {text[:80]!r}")
+    return props
 
 
 def _refuse_missing_sqlite(uri: str) -> None:

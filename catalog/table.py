@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +38,26 @@ from .fragments import DEFAULT_MAX_ROWS_PER_FILE, FragmentReader, write_fragment
 from .scan import DEFAULT_BATCH_SIZE, Scan
 from .tags import Tags
 
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tessera.commit.cleanup import CleanupReport
+    from tessera.commit.version_cleanup import VersionCleanupReport
+    from tessera.stores.manifest_store import ManifestStore
+
+    from .arrow_dataset import TesseraDataset
+    from .compaction import CompactionMetrics
+    from .mutations import MergeInsertBuilder
+    from .predicate import Predicate
+    from .rowid_index import RowIdIndex
+    from .transaction import _Staging
+
 log = logging.getLogger(__name__)
+
+Data = Any
+"""Rows as anything :func:`tessera.catalog.data.to_reader` accepts: a pyarrow
+Table, RecordBatch(Reader) or Dataset, a pandas DataFrame, a Polars frame, a
+list of dicts, a dict of columns, or any Arrow C stream."""
 
 
 def _naming(naming: str | mf.NamingScheme) -> mf.NamingScheme:
@@ -47,7 +67,9 @@ def _naming(naming: str | mf.NamingScheme) -> mf.NamingScheme:
         raise InvalidArgumentError(f"naming scheme must be 'V1' or 'V2', got {naming!r}") from exc
 
 
-def make_handler(uri: str, commit_store=None, retry: RetryPolicy | None = None) -> CommitHandler:
+def make_handler(
+    uri: str, commit_store: str | ManifestStore | None = None, retry: RetryPolicy | None = None
+) -> CommitHandler:
     """The commit handler for a table: native, or through an external store
     (a URL or an already opened ManifestStore), with the retry policy ``retry``."""
     if retry is not None and not isinstance(retry, RetryPolicy):
@@ -60,6 +82,9 @@ def make_handler(uri: str, commit_store=None, retry: RetryPolicy | None = None) 
 
 class Table:
     """A Lance table at one version."""
+
+    _staging: _Staging | None = None  # set while a multi-table transaction holds this table
+    _affected: dict[int, np.ndarray] | None = None  # rows a mutation deleted, per fragment (for rebase)
 
     def __init__(
         self,
@@ -81,15 +106,15 @@ class Table:
     def create(
         cls,
         uri: str,
-        data_or_schema,
+        data_or_schema: Data | pa.Schema,
         *,
         file_version: str = "2.2",
         naming: str = "V2",
         mode: str = "create",
         stable_row_ids: bool = False,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-        commit_store=None,
-        storage_options: dict | None = None,
+        commit_store: str | ManifestStore | None = None,
+        storage_options: dict[str, str] | None = None,
         retry: RetryPolicy | None = None,
     ) -> Table:
         """Create a table from data (Arrow, pandas, ...) or from a pyarrow schema.
@@ -112,6 +137,7 @@ class Table:
             table = cls.open(uri, commit_store=commit_store, storage_options=storage_options, retry=retry)
             table.overwrite(data_or_schema)
             return table
+        batches: Iterable[pa.RecordBatch]
         if isinstance(data_or_schema, pa.Schema):
             schema, batches = data_or_schema, []
         else:
@@ -141,8 +167,8 @@ class Table:
         uri: str,
         version: int | str | None = None,
         *,
-        commit_store=None,
-        storage_options: dict | None = None,
+        commit_store: str | ManifestStore | None = None,
+        storage_options: dict[str, str] | None = None,
         retry: RetryPolicy | None = None,
     ) -> Table:
         """Open the latest version, a version number, or a tag name.
@@ -150,10 +176,8 @@ class Table:
         ``retry`` bounds the retries and read-backs of this table's commits."""
         store = open_object_store(uri, storage_options)
         handler = make_handler(uri, commit_store, retry)
-        if isinstance(version, str):
-            version = Tags(store).get(version)["version"]
         try:
-            mfile = handler.load(store, version)
+            mfile = handler.load(store, Tags(store).version_of(version) if version is not None else None)
         except TableNotFoundError:
             if handler.kind != "native" and tstore.list_versions(store)[0]:
                 # a table is on storage, but the store has no rows for it: say whose it is
@@ -230,11 +254,9 @@ class Table:
 
     def checkout(self, version: int | str) -> Table:
         """A new Table at ``version`` (a number or a tag)."""
-        if isinstance(version, str):
-            version = self.tags.get(version)["version"]
         return Table(
             self._store,
-            self._handler.load(self._store, version),
+            self._handler.load(self._store, self.tags.version_of(version)),
             handler=self._handler,
             max_rows_per_file=self.max_rows_per_file,
         )
@@ -249,14 +271,14 @@ class Table:
         mf.check_flags(self.manifest, writing=True)
 
     def _commit_txn(
-        self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, deadline: float | None = None, **kw
+        self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, deadline: float | None = None, **kw: Any
     ) -> mf.ManifestFile:
-        staging = getattr(self, "_staging", None)
+        staging = self._staging
         if staging is not None:  # inside a multi-table transaction: record, commit later
             return staging.stage(self, txn, base, **kw)
         return commit_transaction(self._store, txn, base, handler=self._handler, deadline=deadline, **kw)
 
-    def _commit(self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, **kw) -> None:
+    def _commit(self, txn: transaction_pb2.Transaction, base: mf.ManifestFile, **kw: Any) -> None:
         self._mfile = self._commit_txn(txn, base, **kw)
         self._load_schema()
 
@@ -274,7 +296,7 @@ class Table:
         retry policy bounds it)."""
         self._check_writable()
         self._handler.bind(self.manifest, self.uri)
-        affected: dict = {}
+        affected: dict[str, dict[int, np.ndarray] | None] = {}
 
         def make(base: mf.ManifestFile) -> transaction_pb2.Transaction | None:
             view = (
@@ -295,7 +317,9 @@ class Table:
             self._mfile = mfile
             self._load_schema()
 
-    def _write(self, data, schema: pa.Schema | None = None, fields=None) -> list[table_pb2.DataFragment]:
+    def _write(
+        self, data: Data, schema: pa.Schema | None = None, fields: list[lschema.LanceField] | None = None
+    ) -> list[table_pb2.DataFragment]:
         reader = ldata.to_reader(data, schema)
         schema = schema or self._schema
         return write_fragments(
@@ -309,7 +333,7 @@ class Table:
 
     # -- writes --------------------------------------------------------------------------
 
-    def append(self, data) -> Table:
+    def append(self, data: Data) -> Table:
         """Append rows; their columns must match the table's (by name)."""
         self._check_writable()
         self._handler.bind(self.manifest, self.uri)
@@ -325,10 +349,11 @@ class Table:
         self._run(build)
         return self
 
-    def overwrite(self, data) -> Table:
+    def overwrite(self, data: Data | pa.Schema) -> Table:
         """Replace every row; the new data may have a new schema."""
         self._check_writable()
         self._handler.bind(self.manifest, self.uri)
+        source: Iterable[pa.RecordBatch]
         if isinstance(data, pa.Schema):
             schema, source = data, []
         else:
@@ -344,13 +369,14 @@ class Table:
         self._commit(txn, self._mfile)
         return self
 
-    def delete(self, predicate) -> Table:
+    def delete(self, predicate: Predicate) -> Table:
+        """Delete the rows matching ``predicate`` (SQL text or a pyarrow expression)."""
         from .mutations import build_delete
 
         self._run(lambda view, base: build_delete(view, predicate))
         return self
 
-    def update(self, values: dict, where=None) -> Table:
+    def update(self, values: dict[str, Any], where: Predicate | None = None) -> Table:
         """Set columns to values or expressions (SQL strings or pyarrow
         expressions) on the rows matching ``where`` (all rows when None)."""
         from .mutations import build_update
@@ -360,13 +386,13 @@ class Table:
 
     def merge_insert(
         self,
-        data,
+        data: Data | str | Sequence[str],
         on: str | Sequence[str] | None = None,
         *,
         when_matched_update_all: bool = True,
         when_not_matched_insert_all: bool = True,
         when_not_matched_by_source_delete: bool = False,
-    ):
+    ) -> dict[str, int] | MergeInsertBuilder:
         """Upsert ``data`` by the key columns ``on``; returns counts of rows
         updated, inserted and deleted (pylance's semantics: every matched
         target row is updated, a target row matched by two source rows is an
@@ -382,7 +408,7 @@ class Table:
             raise InvalidArgumentError("merge_insert needs the key columns: merge_insert(data, on=...)")
 
         source = ldata.to_table(data)
-        stats: dict = {}
+        stats: dict[str, int] = {}
         self._run(
             lambda view, base: build_merge_insert(
                 view,
@@ -396,7 +422,7 @@ class Table:
         )
         return stats
 
-    def add_columns(self, columns) -> Table:
+    def add_columns(self, columns: dict[str, Predicate] | Data) -> Table:
         """Add columns computed from expressions ({name: SQL or pyarrow
         expression}) or given as data (a table with one row per live row)."""
         from .mutations import build_add_columns
@@ -418,14 +444,13 @@ class Table:
 
     def restore(self, version: int | str) -> Table:
         """Make an older version (or tag) the latest, as a new version."""
-        if isinstance(version, str):
-            version = self.tags.get(version)["version"]
+        number = self.tags.version_of(version)
         self._check_writable()
         self._handler.bind(self.manifest, self.uri)
-        old = self._handler.load(self._store, version)
+        old = self._handler.load(self._store, number)
         latest = self._handler.load(self._store)
         txn = new_transaction(latest.version)
-        txn.restore.version = version
+        txn.restore.version = number
         self._commit(txn, latest, restore_from=old)
         return self
 
@@ -433,11 +458,11 @@ class Table:
 
     def scanner(
         self,
-        columns=None,
-        filter=None,
-        limit=None,
-        offset=None,
-        batch_size=DEFAULT_BATCH_SIZE,
+        columns: Sequence[str] | None = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         with_row_address: bool = False,
         with_row_id: bool = False,
     ) -> Scan:
@@ -458,7 +483,7 @@ class Table:
     def to_arrow(
         self,
         columns: Sequence[str] | None = None,
-        filter=None,
+        filter: Predicate | None = None,
         limit: int | None = None,
         offset: int | None = None,
         *,
@@ -472,7 +497,7 @@ class Table:
     def to_batches(
         self,
         columns: Sequence[str] | None = None,
-        filter=None,
+        filter: Predicate | None = None,
         limit: int | None = None,
         offset: int | None = None,
         *,
@@ -482,21 +507,23 @@ class Table:
     ) -> pa.RecordBatchReader:
         return self.scanner(columns, filter, limit, offset, batch_size, with_row_address, with_row_id).reader()
 
-    def to_pandas(self, **kw):
+    def to_pandas(self, **kw: Any) -> Any:
+        """A pandas DataFrame (``to_arrow``'s arguments select rows and columns)."""
         return ldata.to_pandas(self.to_arrow(**kw), self._schema.metadata)
 
-    def to_polars(self, **kw):
+    def to_polars(self, **kw: Any) -> pl.DataFrame | pl.Series:
+        """A Polars DataFrame (``to_arrow``'s arguments select rows and columns)."""
         import polars as pl
 
         return pl.from_arrow(self.to_arrow(**kw))
 
-    def to_dataset(self):
+    def to_dataset(self) -> TesseraDataset:
         """A pyarrow Dataset view (DuckDB and Polars push projection and filters into it)."""
         from .arrow_dataset import TesseraDataset
 
         return TesseraDataset(self)
 
-    def __arrow_c_stream__(self, requested_schema=None):
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """This version's rows, every column, as an Arrow C stream (a PyCapsule),
         so Arrow consumers (``duckdb.sql("... from t")``, ``pa.table(t)``, Polars)
         read the table directly; a batch is read only when the consumer asks.
@@ -510,7 +537,7 @@ class Table:
             stream.close()
             raise InvalidArgumentError(f"cannot stream {self.uri} as the requested schema: {e}") from None
 
-    def to_duckdb(self, name: str | None = None, connection=None):
+    def to_duckdb(self, name: str | None = None, connection: Any = None) -> Any:
         """A DuckDB relation over this version (the :meth:`to_dataset` view:
         DuckDB pushes projections and filters into Tessera).  With ``name`` the
         view is also registered under that name for SQL on ``connection``
@@ -530,13 +557,13 @@ class Table:
         connection.register(name, ds)
         return connection.view(name)
 
-    def head(self, n: int = 5, columns: Sequence[str] | None = None, filter=None) -> pa.Table:
+    def head(self, n: int = 5, columns: Sequence[str] | None = None, filter: Predicate | None = None) -> pa.Table:
         """The first ``n`` rows (of those matching ``filter``)."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise InvalidArgumentError(f"head needs a non-negative row count, got {n!r}")
         return self.to_arrow(columns, filter, limit=int(n))
 
-    def count_rows(self, filter=None) -> int:
+    def count_rows(self, filter: Predicate | None = None) -> int:
         if filter is None:
             return sum(fragment_live_rows(f) for f in self.manifest.fragments)
         scan = self.scanner(columns=[], filter=filter)
@@ -565,7 +592,8 @@ class Table:
             return out_schema.empty_table()
         starts = np.concatenate([[0], np.cumsum(live)])
         which = np.searchsorted(starts, idx, side="right") - 1
-        pieces, order = [], []
+        pieces: list[pa.Table] = []
+        order: list[np.ndarray] = []
         for fi in np.unique(which):
             sel = np.nonzero(which == fi)[0]
             frag = frags[fi]
@@ -590,7 +618,7 @@ class Table:
 
     # -- maintenance ---------------------------------------------------------------------
 
-    def cleanup_orphans(self, older_than: dt.timedelta | None = None, *, dry_run: bool = False):
+    def cleanup_orphans(self, older_than: dt.timedelta | None = None, *, dry_run: bool = False) -> CleanupReport:
         """Remove files of failed commits (unreferenced data, deletion and
         transaction files, stale staged manifests) older than ``older_than``."""
         from tessera.commit.cleanup import DEFAULT_ORPHAN_AGE, referenced_paths, remove_orphans
@@ -608,9 +636,10 @@ class Table:
 
     # -- history -------------------------------------------------------------------------
 
-    def versions(self) -> list[dict]:
+    def versions(self) -> list[dict[str, Any]]:
         """Every version: number, timestamp, operation, rows added and removed."""
-        out, prev = [], None
+        out: list[dict[str, Any]] = []
+        prev: table_pb2.Manifest | None = None
         for v in self._handler.versions_after(self._store, 0):
             try:
                 mfile = self._handler.load(self._store, v)
@@ -634,13 +663,15 @@ class Table:
 
     # -- stable row ids, compaction, version clean-up ----------------------------------
 
-    def row_id_index(self):
+    def row_id_index(self) -> RowIdIndex:
         """This version's row id -> row address index (built on first use, cached)."""
         from .rowid_index import index_for
 
         return index_for(self)
 
-    def take_rows(self, row_ids, columns: Sequence[str] | None = None, *, on_missing: str = "skip") -> pa.Table:
+    def take_rows(
+        self, row_ids: Sequence[int] | np.ndarray, columns: Sequence[str] | None = None, *, on_missing: str = "skip"
+    ) -> pa.Table:
         """Rows by ``_rowid`` (the stable id; the row address without stable
         row ids), in the order given; ids not live are skipped (or raise with
         ``on_missing="raise"``)."""
@@ -651,12 +682,12 @@ class Table:
     def compact(
         self,
         target_rows_per_fragment: int = 1024 * 1024,
-        sort_by=None,
+        sort_by: str | Sequence[str] | None = None,
         *,
         materialize_deletions: bool = True,
         materialize_deletions_threshold: float = 0.1,
         external_sequences_over: int | None = None,
-    ):
+    ) -> CompactionMetrics:
         """Merge small fragments and materialise deletions (row ids are kept);
         ``sort_by`` (column names) also sorts the rows.  Returns CompactionMetrics."""
         from .compaction import compact
@@ -677,7 +708,7 @@ class Table:
         keep_tagged: bool = True,
         orphan_age: dt.timedelta | None = dt.timedelta(days=1),
         dry_run: bool = False,
-    ):
+    ) -> VersionCleanupReport:
         """Delete versions older than ``older_than`` (except the latest and, with
         ``keep_tagged``, tagged ones; the tags of removed versions are deleted)
         and every file only they needed, then failed commits' orphans older than

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import numbers
 import re
 
 from tessera.commit import store as tstore
@@ -37,6 +38,14 @@ class Tags:
                 name = entry[: -len(".json")]
                 out[name] = self.get(name)
         return out
+
+    def version_of(self, version: int | str) -> int:
+        """The version number ``version`` names: itself, or a tag's version."""
+        if isinstance(version, str):
+            return int(self.get(version)["version"])
+        if isinstance(version, numbers.Integral) and not isinstance(version, bool):
+            return int(version)
+        raise InvalidArgumentError(f"a version is a number or a tag name, got {version!r}")
 
     def get(self, name: str) -> dict:
         try:

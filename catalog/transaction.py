@@ -17,22 +17,32 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING
 
 from tessera.commit import store as tstore
 from tessera.commit.builder import build_manifest
 from tessera.commit.errors import PartialTransactionError
+from tessera.commit.handlers import ExternalCommitHandler
 from tessera.commit.multi import TableVersion, commit_many
 from tessera.format import manifest as mf
 from tessera.format.protos import transaction_pb2
 
 from .errors import TransactionError
 
+if TYPE_CHECKING:
+    from tessera.commit.retry import RetryPolicy
+    from tessera.stores.sql_store import SqlManifestStore, SqlSnapshot
+
+    from .catalog import Catalog, Ident
+    from .table import Table
+
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class _Staged:
-    table: object
+    table: Table
     versions: list[tuple[int, bytes, transaction_pb2.Transaction]] = field(default_factory=list)
 
 
@@ -45,13 +55,13 @@ class _Staging:
 
     def stage(
         self,
-        table,
+        table: Table,
         txn: transaction_pb2.Transaction,
         base: mf.ManifestFile,
         *,
-        restore_from=None,
-        affected_rows=None,
-        **_ignored,
+        restore_from: mf.ManifestFile | None = None,
+        affected_rows: object = None,
+        **_ignored: object,
     ) -> mf.ManifestFile:
         entry = self._by_table.get(id(table))
         if entry is None:
@@ -76,16 +86,17 @@ class _Staging:
 class CatalogTransaction:
     """A context manager committing several tables' changes atomically."""
 
-    def __init__(self, catalog) -> None:
+    def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self._staging = _Staging()
-        self._tables: dict[str, object] = {}
-        self._snapshot_conn = None
+        self._tables: dict[str, Table] = {}
+        self._snapshot_conn: SqlSnapshot | None = None
         self.committed = False
 
     # -- loading -----------------------------------------------------------------------
 
-    def load_table(self, ident):
+    def load_table(self, ident: Ident) -> Table:
+        """The table ``ident`` as of this transaction's snapshot; its writes are staged."""
         from .models import TableRow as Row
         from .table import Table
 
@@ -118,7 +129,7 @@ class CatalogTransaction:
         self._tables[key] = table
         return table
 
-    def _snapshot_version(self, ms, uri: str) -> int:
+    def _snapshot_version(self, ms: SqlManifestStore, uri: str) -> int:
         """The latest version of ``uri`` as of this transaction's snapshot."""
         from tessera.stores.manifest_store import normalize_table_uri
 
@@ -129,14 +140,16 @@ class CatalogTransaction:
             from tessera.commit.errors import TableNotFoundError
 
             raise TableNotFoundError(f"no versions of {uri} in the catalog's manifest store")
-        return row.version
+        return int(row.version)
 
     # -- committing --------------------------------------------------------------------
 
     def __enter__(self) -> CatalogTransaction:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         try:
             if self._snapshot_conn is not None:
                 self._snapshot_conn.close()
@@ -156,9 +169,12 @@ class CatalogTransaction:
         versions = []
         for e in entries:
             t = e.table
+            handler = t._handler
+            if not isinstance(handler, ExternalCommitHandler):  # load_table admits catalog-store tables only
+                raise TransactionError(f"{t.uri} is not coordinated by the catalog's SQL store")
             scheme = t._mfile.naming or tstore.list_versions(t.store)[1] or mf.NamingScheme.V2
             for version, data, txn in e.versions:
-                versions.append(TableVersion(t.uri, t.store, t._handler, version, data, txn, scheme))
+                versions.append(TableVersion(t.uri, t.store, handler, version, data, txn, scheme))
         try:
             commit_many(self.catalog.manifest_store, versions, self._policy())
         except PartialTransactionError:
@@ -166,6 +182,6 @@ class CatalogTransaction:
             raise
         self.committed = True
 
-    def _policy(self):
+    def _policy(self) -> RetryPolicy:
         tables = [e.table for e in self._staging.entries]
         return tables[0]._handler.policy if tables else self.catalog.retry

@@ -25,7 +25,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+from tenacity.stop import stop_base
 
 from tessera.stores.errors import AmbiguousStoreError, StoreUnavailableError
 
@@ -39,6 +46,16 @@ PROPERTY_PREFIX = "commit.retry."
 
 class InvalidRetryPolicyError(CommitError, ValueError):
     """A retry setting that is not a positive number (or an unknown one)."""
+
+
+class _PastDeadline(stop_base):
+    """Stop once ``time.monotonic()`` reaches ``end`` (a deadline shared by several loops)."""
+
+    def __init__(self, end: float) -> None:
+        self.end = end
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return time.monotonic() >= self.end
 
 
 @dataclass(frozen=True)
@@ -108,12 +125,8 @@ class RetryPolicy:
         """A tenacity loop retrying ``exc_types`` within the attempts and the
         shared ``deadline`` (default: ``max_seconds`` from now)."""
         end = deadline if deadline is not None else self.deadline()
-
-        def past_deadline(state: RetryCallState) -> bool:
-            return time.monotonic() >= end
-
         return Retrying(
-            stop=stop_after_attempt(self.max_attempts) | past_deadline,
+            stop=stop_after_attempt(self.max_attempts) | _PastDeadline(end),
             wait=wait_random_exponential(multiplier=self.base_delay, max=self.max_delay),
             retry=retry_if_exception_type(exc_types),
             reraise=False,

@@ -26,7 +26,7 @@ _root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 if _os.path.isfile(_os.path.join(_root, "pyproject.toml")) and _os.path.isfile(
     _os.path.join(_root, "catalog", "__init__.py")
 ):
-    __path__.append(_root)  # type: ignore[name-defined]  # noqa: F821
+    __path__.append(_root)  # noqa: F821 - the package's own search path
 
 from .catalog import errors  # noqa: E402
 from .catalog.catalog import Catalog, connect  # noqa: E402

@@ -141,6 +141,17 @@ def test_create_twice_and_missing_table(tmp_path, table):
         Table.open(table, version="no-such-tag")
 
 
+@pytest.mark.parametrize("bad", [1.0, True, b"1", [1]])
+def test_a_version_is_a_number_or_a_tag(table, bad):
+    t = Table.open(table)
+    before = _snapshot(table)
+    for call in (lambda: Table.open(table, version=bad), lambda: t.checkout(bad), lambda: t.restore(bad)):
+        with pytest.raises(E.InvalidArgumentError, match="a version is a number or a tag name"):
+            call()
+    assert _snapshot(table) == before
+    assert Table.open(table, version=np.int64(1)).version == 1  # numpy integers are numbers
+
+
 # -- corrupt manifests, deletion files and bad URIs (found by tests/format/test_mutation_fuzz.py)
 
 
