@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -82,7 +82,7 @@ class BatchStream:
     def __init__(self, scan) -> None:
         self.scan = scan
         self.schema: pa.Schema = scan.schema
-        self._batches: Iterator[pa.RecordBatch] | None = None
+        self._batches: Generator[pa.RecordBatch, None, None] | None = None
         self._closed = False
         self._lock = threading.Lock()  # one pull (or close) at a time
         #: the thread of the latest pull, when it ended, and whether a puller has

@@ -442,7 +442,7 @@ def _size(t) -> dict:
     return {"rows": rows, "fragments": len(frags), "data_files": files, "bytes": nbytes}
 
 
-def _human_bytes(n: int) -> str:
+def _human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
@@ -710,6 +710,7 @@ def scan(obj: Ctx, name, columns, where, limit, all_rows, version, out):
     t = obj.ro.load_table(name, version=_version(version))
     cols = _columns(columns)
     if to_file:
+        assert fmt is not None  # an unknown suffix was refused above
         rows = _write_out(t.to_batches(columns=cols, filter=where, limit=limit), out, fmt)
         console.print(f"wrote {rows:,} rows to {out}")
         return

@@ -222,14 +222,11 @@ def rewrite_group(
         rows = pa.Table.from_batches(batches, schema=table.schema)
         order = pc.sort_indices(rows, sort_keys=sort_keys).to_numpy()
         rows = rows.take(pa.array(order))
-        ids, cr, up = (None if (a := _cat(p)) is None else a[order] for p in (ids, cr, up))
+        sorted_ids, sorted_cr, sorted_up = (None if (a := _cat(p)) is None else a[order] for p in (ids, cr, up))
         for s in range(0, rows.num_rows, target):
             e = min(s + target, rows.num_rows)
-            out.append(
-                _finish_fragment(
-                    table, rows.slice(s, e - s), *(None if a is None else a[s:e] for a in (ids, cr, up)), limit
-                )
-            )
+            part_ids, part_cr, part_up = (None if a is None else a[s:e] for a in (sorted_ids, sorted_cr, sorted_up))
+            out.append(_finish_fragment(table, rows.slice(s, e - s), part_ids, part_cr, part_up, limit))
         return out
     buf, ids, cr, up, n = [], [], [], [], 0
     for b, i, c, u in src.batches():
@@ -241,14 +238,8 @@ def rewrite_group(
         while n >= target:
             rows = pa.Table.from_batches(buf, schema=table.schema)
             a_ids, a_cr, a_up = _cat(ids), _cat(cr), _cat(up)
-            out.append(
-                _finish_fragment(
-                    table,
-                    rows.slice(0, target),
-                    *(None if a is None else a[:target] for a in (a_ids, a_cr, a_up)),
-                    limit,
-                )
-            )
+            part_ids, part_cr, part_up = (None if a is None else a[:target] for a in (a_ids, a_cr, a_up))
+            out.append(_finish_fragment(table, rows.slice(0, target), part_ids, part_cr, part_up, limit))
             rest = rows.slice(target)
             buf = rest.to_batches()
             ids, cr, up = ([None if a is None else a[target:]] for a in (a_ids, a_cr, a_up))

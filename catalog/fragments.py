@@ -390,7 +390,9 @@ class FragmentReader:
         if not self.fragment.HasField("inline_row_ids") and not self.fragment.HasField("external_row_ids"):
             return (np.uint64(self.fragment.id) << np.uint64(32)) + np.arange(start, stop, dtype=np.uint64)
         if self._row_ids is None:  # decoded once per reader, sliced per batch
-            self._row_ids = decode_row_ids(self.store, self.fragment)
+            ids = decode_row_ids(self.store, self.fragment)
+            assert ids is not None  # the fragment has inline or external row ids (checked above)
+            self._row_ids = ids
         return self._row_ids[start:stop]
 
     def close(self) -> None:

@@ -314,6 +314,7 @@ def build_add_columns(table, columns) -> transaction_pb2.Transaction:
             batch = pa.RecordBatch.from_arrays(arrays, names=need) if arrays else pa.record_batch({"_": pa.nulls(n)})
             new_cols = {name: evaluate(e, batch) for name, e in exprs.items()}
         else:
+            assert data is not None  # without expressions the new columns are given as data
             deleted = reader.deleted_rows().astype(np.int64)
             live = np.setdiff1d(np.arange(n), deleted, assume_unique=True)
             idx = np.full(n, -1, dtype=np.int64)
@@ -338,7 +339,11 @@ def build_add_columns(table, columns) -> transaction_pb2.Transaction:
             out_frag.files.append(written[0].files[0])
         merge.fragments.append(out_frag)
     if new_fields is None:  # a table without fragments
-        sample = pa.table({k: pa.array([], pa.null()) for k in (exprs or {})}) if exprs else data.schema.empty_table()
+        if exprs:
+            sample = pa.table({k: pa.array([], pa.null()) for k in exprs})
+        else:
+            assert data is not None  # without expressions the new columns are given as data
+            sample = data.schema.empty_table()
         new_fields = lschema.fields_from_arrow(sample.schema, start_id=_next_field_id(table))
     merge.schema.extend(lschema.fields_to_protos(table._fields + new_fields))
     for k, v in table.manifest.schema_metadata.items():

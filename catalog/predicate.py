@@ -42,7 +42,7 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NoReturn, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,7 +51,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import Tokenizer
+from sqlglot.tokens import Tokenizer as BaseTokenizer
 
 from tessera.catalog.errors import (
     PredicateError,
@@ -63,14 +63,14 @@ from tessera.catalog.errors import (
 
 __all__ = ["Predicate", "filter_mask", "referenced_columns", "to_expression", "to_sql"]
 
-Predicate = str | pc.Expression
+Predicate: TypeAlias = str | pc.Expression
 """What the table API accepts as a filter: SQL text or a pyarrow Expression."""
 
 
 class _TesseraSQL(Dialect):
     """sqlglot's default dialect, with both ``"x"`` and ```x``` as identifiers."""
 
-    class Tokenizer(Tokenizer):
+    class Tokenizer(BaseTokenizer):
         IDENTIFIERS = ['"', "`"]
 
 
@@ -294,7 +294,7 @@ class _Translator:
             fn, *(_const(_NULL_BOOL) if a.lit is not None and pa.types.is_null(a.type) else a for a in args)
         )
 
-    def unsupported(self, node: exp.Expression, what: str | None = None) -> NoReturn:
+    def unsupported(self, node: exp.Expr, what: str | None = None) -> NoReturn:
         if what is None:
             if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
                 what = "subquery / SELECT"
@@ -379,7 +379,7 @@ class _Translator:
             return _const(_cast_const(v.lit, target, explicit=True))
         return _Val(v.expr.cast(target), target)
 
-    def like(self, node: exp.Expression, escape: str | None = None) -> _Val:
+    def like(self, node: exp.Expr, escape: str | None = None) -> _Val:
         pattern = self.visit(node.expression).lit
         if pattern is None:
             self.unsupported(node, "LIKE with a non-constant pattern")
@@ -402,7 +402,11 @@ class _Translator:
         x, items = self.visit(node.this), [self.visit(e) for e in node.expressions]
         if x.lit is None and all(i.lit is not None for i in items):
             target = self.type_of(x)
-            cast = [self.coerce(x, i)[1].lit for i in items]
+            cast: list[pa.Scalar] = []
+            for i in items:
+                lit = self.coerce(x, i)[1].lit
+                assert lit is not None  # a constant coerced to x's type stays a constant
+                cast.append(lit)
             values = [c for c in cast if c.is_valid]
             try:
                 value_set = pa.array(values, type=target.value_type if pa.types.is_dictionary(target) else target)
@@ -420,7 +424,7 @@ class _Translator:
 
     # -- functions ------------------------------------------------------------------
 
-    def arg(self, node: exp.Expression | None, fname: str, what: str = "argument") -> _Val:
+    def arg(self, node: exp.Expr | None, fname: str, what: str = "argument") -> _Val:
         if node is None:
             raise _err(PredicateSyntaxError, f"{fname} is missing its {what} in {self.text!r}", text=self.text)
         v = self.visit(node)
@@ -433,8 +437,9 @@ class _Translator:
             )
         return v
 
-    def string_arg(self, node: exp.Expression | None, fname: str) -> _Val:
+    def string_arg(self, node: exp.Expr | None, fname: str) -> _Val:
         v = self.arg(node, fname)
+        assert node is not None  # arg() raised PredicateSyntaxError for a missing one
         typ = self.type_of(v)
         if not (_is_stringy(typ) or pa.types.is_null(typ)):
             raise _err(
@@ -446,10 +451,11 @@ class _Translator:
             v = _const(pa.scalar(None, pa.string()))
         return v
 
-    def const_string(self, node: exp.Expression | None, fname: str, what: str) -> str:
+    def const_string(self, node: exp.Expr | None, fname: str, what: str) -> str:
         if isinstance(node, exp.Var):  # e.g. date_trunc(month, ...), extract's field
             return node.name
         v = self.arg(node, fname, what)
+        assert node is not None  # arg() raised PredicateSyntaxError for a missing one
         if v.lit is None:
             self.unsupported(node, f"{fname} with a non-constant {what}")
         if not _is_stringy(v.lit.type) or not v.lit.is_valid:
@@ -460,7 +466,7 @@ class _Translator:
             )
         return v.lit.as_py()
 
-    def numeric_arg(self, node: exp.Expression | None, fname: str) -> _Val:
+    def numeric_arg(self, node: exp.Expr | None, fname: str) -> _Val:
         v = self.arg(node, fname)
         typ = self.type_of(v)
         if not (
@@ -469,7 +475,7 @@ class _Translator:
             raise _err(PredicateTypeError, f"{fname} takes a number, not {typ} in {self.text!r}", text=self.text)
         return _const(pa.scalar(None, pa.float64())) if pa.types.is_null(typ) else v
 
-    def temporal_arg(self, node: exp.Expression | None, fname: str) -> _Val:
+    def temporal_arg(self, node: exp.Expr | None, fname: str) -> _Val:
         v = self.arg(node, fname)
         typ = self.type_of(v)
         if v.lit is not None and _is_stringy(typ):  # extract(year FROM '2024-01-01')
@@ -480,7 +486,7 @@ class _Translator:
             )
         return v
 
-    def extract(self, field: str, v: _Val, fname: str, node: exp.Expression) -> _Val:
+    def extract(self, field: str, v: _Val, fname: str, node: exp.Expr) -> _Val:
         field = field.lower()
         fn = _EXTRACT.get(field)
         if fn is None:
@@ -631,7 +637,7 @@ class _Translator:
             return self.apply(pc.coalesce, *vals)
         self.unsupported(node)
 
-    def visit(self, node: exp.Expression) -> _Val:  # noqa: C901 - one branch per construct
+    def visit(self, node: exp.Expr) -> _Val:  # noqa: C901 - one branch per construct
         """Translate one sqlglot node."""
         if node.args.get("negate"):  # newer sqlglot folds `x NOT ILIKE y` into the node itself
             node = node.copy()
@@ -706,14 +712,14 @@ def _match(ident: exp.Identifier, names: list[str]) -> str | None:
     return folded[0] if not ident.quoted and len(folded) == 1 else None
 
 
-def _dot_parts(node: exp.Expression) -> list:
+def _dot_parts(node: exp.Expr) -> list:
     if isinstance(node, exp.Dot):
         return _dot_parts(node.this) + [node.expression]
     return list(node.parts) if isinstance(node, exp.Column) else [node]
 
 
 @functools.lru_cache(maxsize=512)
-def _parse(text: str) -> exp.Expression:
+def _parse(text: str) -> exp.Expr:
     """Parse ``text`` as exactly one SQL expression."""
     try:
         statements = sqlglot.parse(text, dialect=_TesseraSQL)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -135,7 +135,7 @@ class Scan:
         if any(c in self.special for c in out):
             _check_row_id_fragments(self.fragments, store, ROW_ID in out and ROW_ID in self.special)
 
-    def batches(self) -> Iterator[pa.RecordBatch]:
+    def batches(self) -> Generator[pa.RecordBatch, None, None]:
         skip, remaining = self.offset, self.limit
         if remaining == 0:
             return
@@ -192,6 +192,7 @@ class Scan:
                 ids = reader.row_ids(0, frag.physical_rows)
                 cols.append(pa.array(ids[positions.astype(np.int64)], pa.uint64()))
             else:
+                assert batch is not None  # c is one of read_names, so the batch was read
                 cols.append(batch.column(self.read_names.index(c)))
         if not cols:
             return (

@@ -144,9 +144,9 @@ def check(
 ) -> None:
     """Raise RetryableConflict / Incompatible, or record what a rebase needs."""
     mine, other = op_of(ours), op_of(theirs)
-    if other is None:
+    if theirs is None or other is None:
         raise RetryableConflict("a concurrent version has no readable transaction")
-    verdict = MATRIX.get((mine, other))
+    verdict = MATRIX.get((mine, other)) if mine is not None else None  # no rule for a transaction without an operation
     if verdict is None:
         raise RetryableConflict(f"no rule for {mine} against a concurrent {other}")
     if verdict is Verdict.INCOMPATIBLE:

@@ -524,7 +524,7 @@ class ExternalCommitHandler:
         manifest there is the row's; False when it is a foreign writer's (the
         row is then adopted for that writer and our staged copy deleted)."""
 
-        def attempt() -> str | None:
+        def attempt() -> str:
             if data is not None:
                 try:
                     store.put_if_not_exists(final, data)

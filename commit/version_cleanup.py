@@ -125,7 +125,8 @@ def cleanup_old_versions(
     if not versions:
         return report
     newest_listed = max(names) if names else latest
-    kept, removed = [], []
+    kept: list[mf.ManifestFile] = []
+    removed: list[mf.ManifestFile] = []
     for v in versions:
         mfile = _load(store, handler, v, names)
         keep = v >= latest or v == newest_listed or v in tagged_versions or _timestamp(mfile.manifest) >= cutoff

@@ -245,6 +245,7 @@ class DynamoDBManifestStore:
         identity = f"dynamodb:///{table}?region={client.meta.region_name}"
         if endpoint_url:
             ep = urlparse(endpoint_url)
+            assert ep.hostname is not None  # checked above: an endpoint_url without a host is refused
             netloc = ep.hostname + (f":{ep.port}" if ep.port else "")
             identity += "&endpoint_url=" + urlunparse((ep.scheme, netloc, ep.path, "", "", ""))
         store = cls(client, table, identity, max_attempts=settings["max_attempts"])

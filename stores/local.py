@@ -8,6 +8,7 @@ create (``O_EXCL``) followed by a write and fsync.
 
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 import stat
@@ -170,7 +171,7 @@ class LocalObjectStore:
                 raise
             raise typed from exc
 
-    def walk(self, prefix: str) -> list[tuple[str, int, float]]:
+    def walk(self, prefix: str) -> builtins.list[tuple[str, int, float]]:  # `list` is the method here
         base = self._full(prefix)
         out = []
         for dirpath, _dirs, files in os.walk(base):

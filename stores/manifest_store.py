@@ -21,6 +21,7 @@ The only writes are:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlparse, urlunparse
@@ -186,7 +187,7 @@ def open_manifest_store(url: str, **options) -> ManifestStore:
     if not isinstance(url, str) or "://" not in url:
         raise InvalidURIError(f"not a manifest store URL: {url!r}")
     scheme = url.split("://", 1)[0].lower()
-    opener = None
+    opener: Callable[..., ManifestStore] | None = None
     if scheme in ("redis", "rediss", "unix"):
         from .redis_store import RedisManifestStore
 

@@ -7,6 +7,7 @@ several concurrent callers for the same path succeeds.
 
 from __future__ import annotations
 
+import builtins
 import os
 from typing import BinaryIO, Protocol, runtime_checkable
 from urllib.parse import urlparse
@@ -37,7 +38,7 @@ class ObjectStore(Protocol):
         """Names (not paths) of the objects directly under ``prefix/``."""
         ...
 
-    def walk(self, prefix: str) -> list[tuple[str, int, float]]:
+    def walk(self, prefix: str) -> builtins.list[tuple[str, int, float]]:  # `list` is the method here
         """Every object under ``prefix/`` as (relative path, size, mtime)."""
         ...
 

@@ -51,9 +51,9 @@ def probe_conditional_put(store: ObjectStore) -> None:
     scope = probe_scope(store)
     with _lock:
         if scope in _verdicts:
-            refusal = _verdicts[scope]
-            if refusal is not None:
-                raise ConditionalWriteUnsupportedError(refusal)
+            cached = _verdicts[scope]
+            if cached is not None:
+                raise ConditionalWriteUnsupportedError(cached)
             return
     path = f"{PROBE_DIR}/probe-{uuid.uuid4().hex}"
     where = f"{store.uri}/{path}"

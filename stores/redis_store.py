@@ -610,7 +610,7 @@ class RedisManifestStore:
             return  # nothing recorded yet: layout 1 (stores older than the hash) or an empty store
         layout = fields.get("layout")
         if layout != LAYOUT:
-            newer = bool(layout) and layout.isdigit() and int(layout) > int(LAYOUT)
+            newer = layout is not None and layout.isdigit() and int(layout) > int(LAYOUT)
             raise StoreSchemaError(
                 f"Redis at {self._identity}: key {self._store_key()!r} records key layout {layout!r}, "
                 f"this Tessera reads and writes layout {LAYOUT!r}; "

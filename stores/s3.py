@@ -41,6 +41,7 @@ server's go-ahead before sending the body anyway.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import random
 import threading
@@ -354,7 +355,7 @@ class S3ObjectStore:
                     names.append(name)
         return names
 
-    def walk(self, prefix: str) -> list[tuple[str, int, float]]:
+    def walk(self, prefix: str) -> builtins.list[tuple[str, int, float]]:  # `list` is the method here
         """Every object under ``prefix/`` as (path relative to the root, size, mtime)."""
         base = self._dir(prefix)
         out = []

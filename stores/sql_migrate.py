@@ -96,7 +96,7 @@ def create_sql_engine(url: str | URL, **kwargs: object) -> Engine:
     uninstalled driver to InvalidURIError."""
     parsed = parse_sql_url(url)
     try:
-        return sa.create_engine(parsed, **kwargs)  # type: ignore[arg-type]
+        return sa.create_engine(parsed, **kwargs)
     except sa_exc.NoSuchModuleError as exc:
         raise InvalidURIError(f"unknown SQL driver in {parsed!r}: {exc}") from None
     except ImportError as exc:

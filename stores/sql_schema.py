@@ -21,6 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
+from sqlalchemy.engine.interfaces import ReflectedColumn
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .manifest_checks import MAX_KEY_BYTES
@@ -89,8 +90,9 @@ class StoreMetaRow(Base):
     value: Mapped[str] = mapped_column(sa.String(255))
 
 
-_T = ManifestVersionRow.__table__  # type: ignore[attr-defined]
-_M = StoreMetaRow.__table__  # type: ignore[attr-defined]
+# the mapped Tables (``__table__`` is declared as any FromClause; the metadata holds them as Tables)
+_T = Base.metadata.tables[TABLE_NAME]
+_M = Base.metadata.tables[META_TABLE_NAME]
 EXPECTED_COLUMNS = frozenset(c.name for c in _T.columns)
 RECORD_COLUMNS = (_T.c.table_key, _T.c.version, _T.c.path, _T.c.size, _T.c.transaction_uuid, _T.c.incarnation)
 
@@ -156,7 +158,7 @@ def table_hash(table_key: str) -> str:
 
 
 # --------------------------------------------------------------------- schema check
-def schema_problems(backend: str, table: sa.Table, columns: list[dict[str, Any]], pk: list[str]) -> list[str]:
+def schema_problems(backend: str, table: sa.Table, columns: list[ReflectedColumn], pk: list[str]) -> list[str]:
     """What is wrong with a reflected table (``Inspector.get_columns`` and the
     primary key's columns, in order) compared with ``table``, one sentence per
     problem naming the column, what was found and what Tessera expects (empty

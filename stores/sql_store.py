@@ -91,6 +91,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine.interfaces import ReflectedColumn
 
 from . import sql_migrate, store_options
 from .errors import (
@@ -558,7 +559,7 @@ class SqlManifestStore:
         check_version(version)
         check_flip_paths(expected_path, final_path)
         check_record(VersionRecord(table_key, version, final_path, 0, transaction_uuid, "x"), max_id_chars=MAX_ID_CHARS)
-        table = ManifestVersionRow.__table__
+        table = TABLES[TABLE_NAME]
         stmt = (
             sa.update(table)
             .where(
@@ -684,7 +685,7 @@ class SqlManifestStore:
         and the schema revision is the migrations' head."""
         from alembic.runtime.migration import MigrationContext
 
-        def read_schema(conn: Connection) -> tuple[dict[str, tuple[list[dict[str, Any]], list[str]]], str | None]:
+        def read_schema(conn: Connection) -> tuple[dict[str, tuple[list[ReflectedColumn], list[str]]], str | None]:
             insp = sa.inspect(conn)
             found = {}
             for name in TABLES:
@@ -731,7 +732,7 @@ class SqlManifestStore:
         return f"SqlManifestStore({self._identity!r})"
 
     # --------------------------------------------------------------- internals
-    def _check_columns(self, table: str, columns: list[dict[str, Any]], pk: list[str]) -> None:
+    def _check_columns(self, table: str, columns: list[ReflectedColumn], pk: list[str]) -> None:
         """StoreSchemaError naming every column of ``table`` (reflected
         ``columns`` and primary key ``pk``) that differs from Tessera's model."""
         problems = schema_problems(self._backend, TABLES[table], columns, pk)
@@ -748,7 +749,7 @@ class SqlManifestStore:
         columns, types, nullability or primary key) is an error, not something
         to migrate over (nothing is written)."""
 
-        def read_schema(conn: Connection) -> dict[str, tuple[list[dict[str, Any]], list[str]]]:
+        def read_schema(conn: Connection) -> dict[str, tuple[list[ReflectedColumn], list[str]]]:
             insp = sa.inspect(conn)
             found = {}
             for name in TABLES:
@@ -941,7 +942,7 @@ class SqlSnapshot:
             self._conn.close()
 
 
-def _record(row: sa.Row[Any]) -> VersionRecord:
+def _record(row: sa.Row[Any, Any, Any, Any, Any, Any]) -> VersionRecord:  # a row of RECORD_COLUMNS
     return VersionRecord(
         table_key=row.table_key,
         version=int(row.version),

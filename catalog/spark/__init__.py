@@ -88,6 +88,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 from urllib.parse import urlparse
 
 try:
@@ -403,14 +404,17 @@ def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True)
     parallelism = _default_parallelism(spark)
     if parallelism is not None and parallelism != base.default_parallelism:
         # a subclass that Spark pickles by value to its planning workers, carrying the session's parallelism
-        base = type(
-            base.__name__,
-            (base,),
-            {
-                "default_parallelism": parallelism,
-                "__module__": __name__,
-                "__qualname__": f"{base.__qualname__}[parallelism={parallelism}]",
-            },
+        base = cast(  # type() builds a subclass of base
+            type[TesseraDataSource],
+            type(
+                base.__name__,
+                (base,),
+                {
+                    "default_parallelism": parallelism,
+                    "__module__": __name__,
+                    "__qualname__": f"{base.__qualname__}[parallelism={parallelism}]",
+                },
+            ),
         )
     spark.dataSource.register(base)
     if refusal is None:

@@ -79,8 +79,9 @@ class StatsCollector:
     """Running min/max/null count for the orderable top-level columns of a file."""
 
     def __init__(self, schema: pa.Schema, field_ids: Sequence[int]) -> None:
-        self.columns = [(i, fid) for i, (f, fid) in enumerate(zip(schema, field_ids)) if _stat_kind(f.type)]
-        self.kinds = {fid: _stat_kind(schema.field(i).type) for i, fid in self.columns}
+        kinds = [(i, fid, _stat_kind(f.type)) for i, (f, fid) in enumerate(zip(schema, field_ids))]
+        self.columns = [(i, fid) for i, fid, kind in kinds if kind]
+        self.kinds = {fid: kind for _, fid, kind in kinds if kind}
         self.reset()
 
     def reset(self) -> None:
@@ -281,8 +282,8 @@ def _to_column(v: Any, t: pa.DataType) -> Any:
 def prune(store, fragments: Iterable, pushed: Sequence[Pushed], schema: pa.Schema, threads: int = 16) -> list:
     """The fragments that statistics cannot rule out (footers read in parallel)."""
     frags = list(fragments)
-    useful = [(p, _stat_kind(schema.field(p.column).type)) for p in pushed]
-    useful = [(p, k) for p, k in useful if k is not None]
+    kinds = [(p, _stat_kind(schema.field(p.column).type)) for p in pushed]
+    useful = [(p, k) for p, k in kinds if k is not None]
     if not useful or not frags:
         return frags
     with ThreadPoolExecutor(min(threads, len(frags))) as pool:

@@ -26,6 +26,7 @@ import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import BinaryIO, cast
 
 import pyarrow as pa
 
@@ -91,7 +92,7 @@ class FragmentSink:
         self._buf: list[pa.RecordBatch] = []
         self._buf_rows = self._buf_bytes = 0
         self._writer: tformat.FileWriter | None = None
-        self._out = None
+        self._out: BinaryIO | None = None
         self._name = ""
         self._stats = StatsCollector(schema, [f.id for f in fields])
         self.rows = self.bytes = 0
@@ -129,12 +130,13 @@ class FragmentSink:
                 self._finish_file()
 
     def _finish_file(self) -> None:
-        w = self._writer
+        w, out = self._writer, self._out
+        assert w is not None and out is not None  # called only while a file is open
         meta = dict(self.schema.metadata or {})
         meta[STATS_KEY] = self._stats.metadata()
         w.schema = w.schema.with_metadata(meta)  # written into the footer by close()
         size = w.close()
-        self._out.close()
+        out.close()
         self.written.append(f"{DATA_DIR}/{self._name}")
         frag = table_pb2.DataFragment(physical_rows=w.num_rows)
         ids, cols = data_file_entry(self.fields, self.file_version)
@@ -314,8 +316,8 @@ class TesseraWriter(DataSourceArrowWriter):
 
     # -- driver -----------------------------------------------------------------------------
 
-    def commit(self, messages: list[TesseraCommitMessage | None]) -> None:
-        frags = [table_pb2.DataFragment.FromString(b) for m in messages if m is not None for b in m.fragments]
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        frags = [table_pb2.DataFragment.FromString(b) for m in _ours(messages) for b in m.fragments]
         p = self.plan
         store = open_object_store(p.uri, p.storage_options)
         handler = p.handler()
@@ -383,12 +385,14 @@ class TesseraWriter(DataSourceArrowWriter):
             txn.append.fragments.extend(frags)
             return txn
 
-        return commit_operation(store, handler, base, build).version
+        mfile = commit_operation(store, handler, base, build)
+        assert mfile is not None  # build always returns a transaction
+        return mfile.version
 
-    def abort(self, messages: list[TesseraCommitMessage | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the files of the given messages that no committed version uses."""
         p = self.plan
-        paths = [path for m in messages if m is not None for path in m.data_files()]
+        paths = [path for m in _ours(messages) for path in m.data_files()]
         if not paths:
             log.info("tessera write job %s aborted; no files to remove", p.job)
             return
@@ -399,6 +403,12 @@ class TesseraWriter(DataSourceArrowWriter):
             log.warning("tessera write job %s: %d files are part of a committed version and are kept", p.job, len(keep))
         n = delete_files(store, [x for x in paths if x not in in_use])
         log.info("tessera write job %s aborted; removed %d of %d files", p.job, n, len(paths))
+
+
+def _ours(messages: list[WriterCommitMessage | None]) -> list[TesseraCommitMessage]:
+    """The messages of the task attempts that succeeded (Spark passes None for
+    the others): what :meth:`TesseraWriter.write` returned."""
+    return [cast(TesseraCommitMessage, m) for m in messages if m is not None]
 
 
 def _referenced_since(store: ObjectStore, handler, base_version: int | None) -> set[str]:
