@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from io import BufferedWriter
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
@@ -24,12 +26,14 @@ from .protos import file_pb2
 DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
 
 
-def _codec(version: str):
+def _codec(version: str) -> ModuleType:
     if version == "2.0":
-        from . import v20 as codec
-    else:
-        from . import v21 as codec
-    return codec
+        from . import v20
+
+        return v20
+    from . import v21
+
+    return v21
 
 
 def _as_batches(data) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
@@ -45,7 +49,7 @@ def _as_batches(data) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
     raise TypeError(f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch or RecordBatchReader")
 
 
-def _open_for_writing(path: str | os.PathLike[str]):
+def _open_for_writing(path: str | os.PathLike[str]) -> BufferedWriter:
     """``open(path, "wb")``, with every refusal of the path a FileAccessError."""
     import errno
 
@@ -77,8 +81,9 @@ class FileWriter:
         self.version = normalize_version(file_version)
         self.schema = schema
         self.fields = fields if fields is not None else lschema.fields_from_arrow(schema)
-        self._own = isinstance(sink, (str, os.PathLike))
-        self._sink = _open_for_writing(sink) if self._own else sink
+        #: the file opened here when ``sink`` is a path (closed here too)
+        self._file = _open_for_writing(sink) if isinstance(sink, (str, os.PathLike)) else None
+        self._sink: object = sink if self._file is None else self._file
         self._container = ContainerWriter(self._sink, self.version)
         codec = _codec(self.version)
         self._encoders = []
@@ -124,8 +129,8 @@ class FileWriter:
         for k, v in (self.schema.metadata or {}).items():
             descriptor.schema.metadata[k.decode()] = v
         self.size = self._container.finish(descriptor)
-        if self._own:
-            self._sink.close()
+        if self._file is not None:
+            self._file.close()
         else:
             flush = getattr(self._sink, "flush", None)
             if flush:
@@ -138,8 +143,8 @@ class FileWriter:
     def __exit__(self, exc_type, *exc: object) -> None:
         if exc_type is None:
             self.close()
-        elif self._own:
-            self._sink.close()
+        elif self._file is not None:
+            self._file.close()
 
 
 class FileReader:
@@ -285,7 +290,8 @@ def write_file(
     with FileWriter(path, schema, file_version=file_version, page_size=page_size) as w:
         for b in batches:
             w.write_batch(b)
-    return w.size  # type: ignore[return-value]
+    assert w.size is not None  # set by close(), which leaving the block without an error ran
+    return w.size
 
 
 def read_file(path: str | os.PathLike[str] | RangeReader | bytes, columns: Sequence[str] | None = None) -> pa.Table:

@@ -92,7 +92,7 @@ class LocalFileReader(_BaseReader):
             os.close(self._fd)
             self._fd = None
             raise
-        self._mm = None
+        self._mm: pa.MemoryMappedFile | None = None
         self._whole: pa.Buffer | None = None
         self._lock = threading.Lock()
         if not hasattr(os, "pread"):  # no positional reads here: map at once
@@ -111,10 +111,10 @@ class LocalFileReader(_BaseReader):
                     if self._fd is None and self._mm is None:
                         raise ClosedFileError(f"{self.path}: read of a closed file")
                     try:
-                        self._mm = pa.memory_map(self.path, "r")
+                        self._mm = mm = pa.memory_map(self.path, "r")
                     except OSError as exc:  # replaced or removed since it was opened
                         raise FileAccessError(exc.errno or errno.EIO, f"cannot map {self.path!r}: {exc}") from exc
-                    self._whole = self._mm.read_buffer(self._size)
+                    self._whole = mm.read_buffer(self._size)
                     if self._fd is not None:  # the mapping serves every read now: one descriptor, not two
                         os.close(self._fd)
                         self._fd = None
@@ -130,6 +130,8 @@ class LocalFileReader(_BaseReader):
             fd = self._fd
             if total >= self.MAP_MIN_BYTES or fd is None:
                 whole = self.map()
+                if whole is None:  # the file has a size, so only a close() on another thread unmaps it
+                    raise ClosedFileError(f"{self.path}: read of a closed file")
             else:
                 return self._pread(fd, ranges, total)
         return [whole.slice(off, length) for off, length in ranges]
@@ -152,6 +154,8 @@ class LocalFileReader(_BaseReader):
             whole = self.map()
         if whole is not None:
             return np.frombuffer(whole, dtype=np.uint8), offsets
+        if fd is None:  # closed (a zero-length file is never mapped, so close() left nothing to read)
+            raise ClosedFileError(f"{self.path}: read of a closed file")
         # one pread per range, joined (cheaper than reading into one new
         # large buffer, whose pages the kernel must first provide)
         pread = os.pread

@@ -121,7 +121,7 @@ def arrow_type_of(logical: str, children: list[LanceField] | None = None) -> pa.
     raise UnsupportedTypeError(f"Lance logical type {logical!r} is not supported by Tessera")
 
 
-def _encoding_hint(t: pa.DataType) -> int:
+def _encoding_hint(t: pa.DataType) -> file_pb2.Encoding:
     if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
         return file_pb2.NONE
     if pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t) or pa.types.is_large_string(t):
@@ -142,9 +142,10 @@ class LanceField:
     logical_type: str
     nullable: bool = True
     parent_id: int = -1
-    metadata: dict[bytes, bytes] = field(default_factory=dict)
+    #: keys are bytes when the field comes from Arrow, str when read from a file
+    metadata: dict[bytes | str, bytes] = field(default_factory=dict)
     children: list[LanceField] = field(default_factory=list)
-    encoding: int = 0
+    encoding: file_pb2.Encoding = file_pb2.NONE
     extension_name: str = ""
     unenforced_primary_key: bool = False
 
@@ -171,9 +172,9 @@ class LanceField:
         if not self.is_struct:
             return False
         for k, v in (self.metadata or {}).items():
-            k = k.decode() if isinstance(k, bytes) else k
-            v = v.decode(errors="replace") if isinstance(v, bytes) else str(v)
-            if k in PACKED_STRUCT_KEYS and v.lower() == "true":
+            key = k.decode() if isinstance(k, bytes) else k
+            value = v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+            if key in PACKED_STRUCT_KEYS and value.lower() == "true":
                 return True
         return False
 

@@ -106,10 +106,10 @@ def _unpack_into(words: np.ndarray, out: np.ndarray, bit_width: int, type_bits: 
     lo, hi, shift = _row_plan(W, T)
     # only rows whose bits run past their low word take bits from the high one
     # (for any other row those bits land above W and the mask drops them)
-    rows = np.flatnonzero(shift[:, 0].astype(np.int64) + W > T)
+    spilling = np.flatnonzero(shift[:, 0].astype(np.int64) + W > T)
     one = out.dtype.type(1)
-    if 2 * rows.size > T:  # most rows spill: a plain pass over all of them is cheaper than picking
-        rows = slice(None)
+    # most rows spill: a plain pass over all of them is cheaper than picking
+    rows: np.ndarray | slice = slice(None) if 2 * spilling.size > T else spilling
     spill = out.dtype.type(T - 1) - shift[rows]  # high word goes up by T - shift, done in two steps
     hi = hi[rows]
     mask = out.dtype.type((1 << W) - 1)
@@ -218,8 +218,8 @@ def unpack_blocks_at(data, starts, bit_widths, type_bits: int) -> np.ndarray:
         else:
             windows = np.lib.stride_tricks.sliding_window_view(raw, nbytes)
             block_bytes = windows[s]
-        words = np.ascontiguousarray(block_bytes).reshape(-1).view(_le(type_bits))
-        words = words.astype(dtype, copy=False).reshape(sel.size, W, lanes)
+        flat_words = np.ascontiguousarray(block_bytes).reshape(-1).view(_le(type_bits))
+        words = flat_words.astype(dtype, copy=False).reshape(sel.size, W, lanes)
         if sel.size == starts.size:
             _unpack_into(words, out, W, type_bits)
         else:
@@ -302,7 +302,7 @@ def decode_inline_blocks(buf, type_bits: int, num_values: int) -> np.ndarray:
     raw = _as_u8(buf)
     hdr = type_bits // 8
     fmt = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}[hdr]
-    mv = memoryview(raw)
+    mv = memoryview(raw)  # type: ignore[arg-type]  # numpy stubs: ndarray.__buffer__ only for Python >= 3.12
     num_blocks = -(-num_values // BLOCK_VALUES)
     starts = np.empty(num_blocks, dtype=np.int64)
     widths = np.empty(num_blocks, dtype=np.int64)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -297,7 +298,7 @@ def _decode_pairs(seg: np.ndarray, vstarts: np.ndarray, symbols, lengths):
         idx = keys
     res = pc.take(dictionary, pa.array(idx), boundscheck=False)
     bufs = res.buffers()
-    odt = np.int64 if large else np.int32
+    odt: type[np.signedinteger[Any]] = np.int64 if large else np.int32
     pair_off = np.frombuffer(bufs[1], dtype=odt, count=len(res) + 1, offset=res.offset * odt().itemsize)
     first = int(pair_off[0])
     total = int(pair_off[-1]) - first

@@ -14,11 +14,14 @@ It is used only when it saves at least :data:`MIN_SAVING` of the flat size
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 
 from ..protos import encodings21_pb2 as pb
 from .values_encode import FixedValues
 
+_fastlanes: ModuleType | None
 try:
     from ..encodings import fastlanes as _fastlanes
 except ImportError:  # pragma: no cover - the helper is optional
@@ -74,6 +77,7 @@ def chunk_blocks(values: FixedValues, type_bits: int, vs: np.ndarray, ve: np.nda
     width word (a ``(chunks, T / 8)`` uint8 array); ``groups`` lists, per bit
     width W > 0, ``(chunks, packed, 128 * W)``: the chunks of that width, in
     order, and their packed bytes back to back."""
+    assert _fastlanes is not None  # choose() picks bit-packing only when the helper is there
     u = _unsigned(values)
     K = len(vs)
     counts = ve - vs
@@ -91,7 +95,7 @@ def chunk_blocks(values: FixedValues, type_bits: int, vs: np.ndarray, ve: np.nda
         if W == 0:
             continue
         sel = np.flatnonzero(widths == W)
-        packed = _fastlanes.pack(padded if len(sel) == K else padded[sel], W)  # type: ignore[union-attr]
+        packed = _fastlanes.pack(padded if len(sel) == K else padded[sel], W)
         groups.append((sel, np.frombuffer(packed, dtype=np.uint8), 128 * W))
     return heads, groups
 

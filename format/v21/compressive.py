@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -288,7 +289,7 @@ def _mb_variable(offset_bits: int, ch: Chunks, where: str) -> Var:
         raise CorruptFileError(None, f"{where}: variable-width offsets out of range in a chunk")
     total_vals = int(counts.sum())
     total_bytes = int(lens.sum())
-    odt = np.int32 if total_bytes < 2**31 - 1 else np.int64
+    odt: type[np.signedinteger[Any]] = np.int32 if total_bytes < 2**31 - 1 else np.int64
     out = np.empty(total_vals + 1, dtype=odt)
     values = gather(data, starts + first, lens)
     base = np.cumsum(lens) - lens

@@ -36,7 +36,7 @@ from ..errors import CorruptFileError, UnsupportedEncodingError
 from ..protos import encodings21_pb2 as pb
 from ..schema import LanceField
 from .layout import parse_page_layout
-from .pages import AllNullPage, FullZipPage, MiniBlockPage, Piece, _joined
+from .pages import AllNullPage, FullZipPage, MiniBlockPage, Piece, _joined, _PageBase
 from .repdef import ITEM, LIST, LayerOut, Structure, unravel
 from .values import bitmap_from_bool, with_validity
 
@@ -47,8 +47,9 @@ class _Leaf:
         self.column = column
         self.st = Structure(kinds)
         self.type = field.arrow_type
-        self.pages = None
-        self.row_starts = None
+        self.pages: list[_PageBase] | None = None
+        #: first row of each page, then the row count (set with ``pages``)
+        self.row_starts: np.ndarray | None = None
 
 
 def _leaves_with_kinds(field: LanceField, outer: list[str]):
@@ -116,9 +117,16 @@ class FieldDecoder:
 
     # ------------------------------------------------------------------ pages
 
-    def _load_pages(self, leaf: _Leaf) -> None:
+    def _leaf_pages(self, leaf: _Leaf) -> tuple[list[_PageBase], np.ndarray]:
+        """The leaf's pages and their row starts, loaded on first use."""
+        pages, rs = leaf.pages, leaf.row_starts
+        if pages is None or rs is None:
+            return self._load_pages(leaf)
+        return pages, rs
+
+    def _load_pages(self, leaf: _Leaf) -> tuple[list[_PageBase], np.ndarray]:
         cm = self.reader.column(leaf.column)
-        pages = []
+        pages: list[_PageBase] = []
         for i, page in enumerate(cm.pages):
             where = f"{self.path or 'data file'}: column {leaf.column} ({leaf.field.name!r}) page {i}"
             loc = page.encoding.WhichOneof("location")
@@ -141,25 +149,24 @@ class FieldDecoder:
                 f"column {leaf.column} ({leaf.field.name!r}) holds {total} rows, the file {self.reader.num_rows}",
             )
         lengths = np.asarray(rows, dtype=np.int64)
-        leaf.row_starts = np.concatenate(([0], np.cumsum(lengths)))
+        leaf.row_starts = row_starts = np.concatenate(([0], np.cumsum(lengths)))
         leaf.pages = pages
+        return pages, row_starts
 
     def _read_leaf(self, leaf: _Leaf, start: int, stop: int) -> tuple[pa.Array, list[LayerOut]]:
         return self._assemble_leaf(leaf, self._read_pieces(leaf, start, stop), stop - start)
 
     def _read_pieces(self, leaf: _Leaf, start: int, stop: int) -> list[Piece]:
         """One decoded piece per page overlapping rows ``[start, stop)``."""
-        if leaf.pages is None:
-            self._load_pages(leaf)
-        rs = leaf.row_starts
+        leaf_pages, rs = self._leaf_pages(leaf)
         first = int(np.searchsorted(rs, start, side="right")) - 1
         sel = []
         i = first
-        while i < len(leaf.pages) and rs[i] < stop:
+        while i < len(leaf_pages) and rs[i] < stop:
             a = max(start, int(rs[i])) - int(rs[i])
             b = min(stop, int(rs[i + 1])) - int(rs[i])
             if b > a:
-                sel.append((leaf.pages[i], a, b))
+                sel.append((leaf_pages[i], a, b))
             i += 1
         io = self.reader.io
         # 1. metadata of pages not seen before, in one request
@@ -197,10 +204,8 @@ class FieldDecoder:
         their chunks are read at once (in place when the file is mapped or in
         memory) and decoded there, with no buffer object per chunk.  The other
         pages' byte ranges are fetched in one request."""
-        if leaf.pages is None:
-            self._load_pages(leaf)
-        rs = leaf.row_starts
-        if len(leaf.pages) == 1:
+        leaf_pages, rs = self._leaf_pages(leaf)
+        if len(leaf_pages) == 1:
             groups = [(0, rows)]
         else:
             page_of = np.searchsorted(rs, rows, side="right") - 1
@@ -209,7 +214,7 @@ class FieldDecoder:
             else:
                 cuts = np.flatnonzero(np.diff(page_of)) + 1
                 groups = [(int(g[0]), r - int(rs[g[0]])) for g, r in zip(np.split(page_of, cuts), np.split(rows, cuts))]
-        pages = [leaf.pages[i] for i, _ in groups]
+        pages = [leaf_pages[i] for i, _ in groups]
         self._ensure_meta(pages)
         pieces: list = [None] * len(groups)
         planned, todo = [], []
@@ -220,10 +225,10 @@ class FieldDecoder:
                 todo.append((j, p, r, p.take_ranges(r)))
         if planned:
             # every chunk of every page in one read, decoded in place
-            offs = [x[4] for x in planned]
-            sizes = [x[5] for x in planned]
-            offs = offs[0] if len(offs) == 1 else np.concatenate(offs)
-            sizes = sizes[0] if len(sizes) == 1 else np.concatenate(sizes)
+            page_offs = [x[4] for x in planned]
+            page_sizes = [x[5] for x in planned]
+            offs = page_offs[0] if len(page_offs) == 1 else np.concatenate(page_offs)
+            sizes = page_sizes[0] if len(page_sizes) == 1 else np.concatenate(page_sizes)
             data, base = self._read_pieces_at(offs, sizes)
             k = 0
             for j, p, r, plan, o, _ in planned:
@@ -233,9 +238,9 @@ class FieldDecoder:
             ranges = [x for _, _, _, plan in todo for x in plan]
             got = self.reader.io.read_ranges(ranges) if ranges else []
             k = 0
-            for j, p, r, plan in todo:
-                pieces[j] = p.take(r, got[k : k + len(plan)])
-                k += len(plan)
+            for j, p, r, page_ranges in todo:
+                pieces[j] = p.take(r, got[k : k + len(page_ranges)])
+                k += len(page_ranges)
         return pieces
 
     def _read_pieces_at(self, offsets: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -59,12 +59,11 @@ class FieldEncoder:
 
     def append(self, array: pa.Array) -> list[EncodedPage]:
         """Buffer ``array`` (this field's values for some rows); return the pages that filled up."""
+        pages: list[EncodedPage] = []
         if isinstance(array, pa.ChunkedArray):
-            pages = []
             for chunk in array.chunks:
                 pages.extend(self.append(chunk))
             return pages
-        pages: list[EncodedPage] = []
         for piece in self._pieces(array):
             for i, sh in enumerate(shred(piece, self.field, self.plans)):
                 self._pending[i].append(sh)
@@ -114,7 +113,7 @@ def _concat_levels(pieces: list[LeafShred]) -> tuple[np.ndarray | None, np.ndarr
     num_levels = sum(p.num_levels for p in pieces)
     rep = None
     if pieces[0].rep is not None:
-        rep = pieces[0].rep if len(pieces) == 1 else np.concatenate([p.rep for p in pieces])  # type: ignore[misc]
+        rep = pieces[0].rep if len(pieces) == 1 else np.concatenate([p.rep for p in pieces])
     defs = None
     if any(p.defs is not None for p in pieces):
         if len(pieces) == 1:

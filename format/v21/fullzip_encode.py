@@ -19,6 +19,7 @@ entries of 4 bytes (8 when buffer 0 exceeds 4 GiB).
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from ..protos import encodings21_pb2 as pb
 from .repdef_encode import PageLevels
@@ -51,7 +52,8 @@ def _control_words(levels: PageLevels) -> tuple[np.ndarray | None, int, int, int
     if total == 0:
         return None, 0, bits_rep, bits_def
     size = 1 if total <= 8 else 2 if total <= 16 else 4
-    dtype = {1: np.uint8, 2: "<u2", 4: "<u4"}[size]
+    dtypes: dict[int, npt.DTypeLike] = {1: np.uint8, 2: "<u2", 4: "<u4"}
+    dtype = dtypes[size]
     word = np.zeros(levels.num_levels, dtype=np.uint32)
     if rep is not None and bits_rep:
         word |= rep.astype(np.uint32) << bits_def

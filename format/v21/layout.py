@@ -35,8 +35,8 @@ NULL_AND_EMPTY_LIST = pb.REPDEF_NULL_AND_EMPTY_LIST
 
 LIST_LAYERS = frozenset((ALL_VALID_LIST, NULLABLE_LIST, EMPTYABLE_LIST, NULL_AND_EMPTY_LIST))
 ITEM_LAYERS = frozenset((ALL_VALID_ITEM, NULLABLE_ITEM))
-#: definition levels each layer kind uses
-DEF_LEVELS = {
+#: definition levels each layer kind uses (keyed by int: validated layers are plain ints)
+DEF_LEVELS: dict[int, int] = {
     ALL_VALID_ITEM: 0,
     ALL_VALID_LIST: 0,
     NULLABLE_ITEM: 1,

@@ -72,7 +72,10 @@ def _initial_count(values: LeafValues, bitpack: int | None) -> int:
     if bitpack:
         return bitpack_encode.BLOCK
     if isinstance(values, FixedValues):
-        bits = values.bits_per_value + (values.dim if values.item_validity is not None else 0)
+        bits = values.bits_per_value
+        if values.item_validity is not None:
+            assert values.dim is not None  # only fixed-size lists have item validity
+            bits += values.dim
         n = _pow2_floor(TARGET_VALUE_BYTES * 8 // max(bits, 1))
     else:
         avg = values.nbytes() / max(values.n, 1)
@@ -235,8 +238,9 @@ class _Rows:
 def _copy_runs(out: np.ndarray, src: np.ndarray, dst, start, length) -> None:
     """``out[dst[i] : dst[i] + length[i]] = src[start[i] : ...]`` for every i
     (memoryview slice assignment: a plain memcpy, far cheaper per run than numpy's)."""
-    o = memoryview(out)
-    s = memoryview(np.ascontiguousarray(src).reshape(-1).view(np.uint8))
+    o = memoryview(out)  # type: ignore[arg-type]  # numpy stubs: ndarray.__buffer__ only for Python >= 3.12
+    src_bytes = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+    s = memoryview(src_bytes)  # type: ignore[arg-type]  # numpy stubs: ndarray.__buffer__ only for Python >= 3.12
     for d, a, n in zip(np.asarray(dst).tolist(), np.asarray(start).tolist(), np.asarray(length).tolist()):
         o[d : d + n] = s[a : a + n]
 
@@ -299,6 +303,7 @@ def _value_parts(values: LeafValues, plan: _Plan, bitpack: int | None) -> list[l
         return [parts]
     out = []
     if values.item_validity is not None:
+        assert values.dim is not None  # only fixed-size lists have item validity
         out.append(_bits_parts(values.item_validity, values.dim, vs, ve))
     if values.is_bits:
         out.append(_bits_parts(values.data, values.bits_per_value, vs, ve))

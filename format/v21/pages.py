@@ -31,6 +31,9 @@ from .layout import DEF_LEVELS, LIST_LAYERS, NULL_AND_EMPTY_LIST, NULLABLE_ITEM,
 from .repdef import Structure, canonical_defs, page_max_visible
 from .values import Fixed, as_u8, is_var, repeat_scalar, to_arrow, uint_at
 
+#: ``(chunks, slot, within)`` of a planned ``take`` (see ``MiniBlockPage._take_plan``)
+TakePlan = tuple[np.ndarray, np.ndarray, np.ndarray]
+
 
 @dataclass
 class Piece:
@@ -89,6 +92,12 @@ class _PageBase:
     def set_meta(self, bufs) -> None:
         self.meta_loaded = True
 
+    def data_ranges(self, a: int, b: int) -> list[tuple[int, int]]:
+        raise NotImplementedError  # pragma: no cover - overridden
+
+    def decode(self, a: int, b: int, bufs) -> Piece:
+        raise NotImplementedError  # pragma: no cover - overridden
+
     # ``take``: rows given as a sorted array of distinct page-relative rows.
     # By default the span from the first to the last row is decoded and the
     # rows picked from it; subclasses fetch and decode less where they can.
@@ -96,8 +105,16 @@ class _PageBase:
     def take_ranges(self, rows: np.ndarray) -> list[tuple[int, int]]:
         return self.data_ranges(int(rows[0]), int(rows[-1]) + 1)
 
-    #: whether ``take_plan`` / ``take_planned`` apply (see MiniBlockPage)
-    planned_take = False
+    @property
+    def planned_take(self) -> bool:
+        """Whether ``take_plan`` / ``take_planned`` apply (see MiniBlockPage)."""
+        return False
+
+    def take_plan(self, rows: np.ndarray) -> tuple[TakePlan, np.ndarray, np.ndarray]:
+        raise NotImplementedError  # pragma: no cover - only called where ``planned_take`` is true
+
+    def take_planned(self, rows: np.ndarray, plan: TakePlan, data: np.ndarray, base: np.ndarray) -> Piece:
+        raise NotImplementedError  # pragma: no cover - only called where ``planned_take`` is true
 
     def take(self, rows: np.ndarray, bufs) -> Piece:
         a = int(rows[0])
@@ -213,8 +230,9 @@ class MiniBlockPage(_PageBase):
             raise CorruptFileError(None, f"{w}: {self.num_items} items in a page of {self.num_rows} rows without lists")
         self.meta_loaded = True
 
-    def _row_chunk(self, r: int) -> int:
-        return int(np.searchsorted(self.first_row, r, side="right")) - 1
+    @staticmethod
+    def _row_chunk(first_row: np.ndarray, r: int) -> int:
+        return int(np.searchsorted(first_row, r, side="right")) - 1
 
     def _chunk_range(self, a: int, b: int) -> tuple[int, int]:
         n = self.counts.size
@@ -222,13 +240,14 @@ class MiniBlockPage(_PageBase):
             c0 = int(np.searchsorted(self.item_start, a, side="right")) - 1
             c1 = int(np.searchsorted(self.item_start, b, side="left")) - 1
             return c0, c1
-        if self.first_row is None:
+        first_row = self.first_row
+        if first_row is None:
             return 0, n - 1
-        c0 = self._row_chunk(a)
+        c0 = self._row_chunk(first_row, a)
         if b >= self.num_rows:
             return c0, n - 1
-        kb = self._row_chunk(b)
-        if b > self.first_row[kb] or self.preamble[kb]:
+        kb = self._row_chunk(first_row, b)
+        if b > first_row[kb] or self.preamble[kb]:
             return c0, kb
         return c0, kb - 1
 
@@ -272,9 +291,11 @@ class MiniBlockPage(_PageBase):
         cur = _ceil8(pos + self.num_buffers * bw)
         rep = defs = None
         if self.has_rep:
+            assert rep_size is not None and nlev is not None  # both read above for a page with rep levels
             rep = cz.chunk_levels(self.msg.rep_compression, data, cur, rep_size, nlev, f"{w}.rep_compression")
             cur = _ceil8(cur + rep_size)
         if self.has_def:
+            assert def_size is not None and nlev is not None  # both read above for a page with def levels
             defs = cz.chunk_levels(self.msg.def_compression, data, cur, def_size, nlev, f"{w}.def_compression")
             cur = _ceil8(cur + def_size)
         starts = []
@@ -283,7 +304,7 @@ class MiniBlockPage(_PageBase):
             cur = _ceil8(cur + sizes[k])
         if np.any(cur > base + cbytes):
             raise CorruptFileError(None, f"{w}: chunk contents overrun the chunk size in the metadata")
-        if not self.has_rep and self.has_def and not np.array_equal(nlev, counts):
+        if not self.has_rep and self.has_def and (nlev is None or not np.array_equal(nlev, counts)):
             raise CorruptFileError(None, f"{w}: chunk level counts differ from value counts")
         ch = cz.Chunks([data] * self.num_buffers, starts, sizes, counts)
         total = int(counts.sum())
@@ -300,14 +321,16 @@ class MiniBlockPage(_PageBase):
     def _values_array(self, vals, defs, sel=None) -> pa.Array:
         """Arrow values of the decoded ``vals`` (``sel``: a slice or positions)."""
         if self.has_dict:
+            items = self.dict_items
+            assert items is not None  # set_meta decodes the dictionary of a page that has one
             idx = vals.typed() if isinstance(vals, Fixed) else None
             if idx is None:
                 raise CorruptFileError(None, f"{self.where}: dictionary indices are not fixed-width integers")
             if sel is not None:
                 idx = idx[sel]
-            if idx.size and int(idx.max()) >= len(self.dict_items):
-                idx = self._check_null_indices(idx, defs)
-            return self.dict_items.take(pa.array(idx))
+            if idx.size and int(idx.max()) >= len(items):
+                idx = self._check_null_indices(idx, defs, len(items))
+            return items.take(pa.array(idx))
         arr = to_arrow(vals, self.t)
         if isinstance(sel, slice):
             if sel.start or sel.stop != len(arr):
@@ -413,9 +436,10 @@ class MiniBlockPage(_PageBase):
         arr = self._values_array(vals, defs, slice(i0, i1))
         return self._finish(rep, defs, arr, b - a, nlevels)
 
-    def _check_null_indices(self, idx: np.ndarray, defs) -> np.ndarray:
-        """Out-of-range indices are only allowed on null items; point them at item 0."""
-        bad = idx >= len(self.dict_items)
+    def _check_null_indices(self, idx: np.ndarray, defs, num_items: int) -> np.ndarray:
+        """Out-of-range indices (``num_items`` dictionary items) are only allowed
+        on null items; point them at item 0."""
+        bad = idx >= num_items
         if defs is not None:
             vis = defs[defs <= self.max_visible] if self.has_rep else defs
             if not np.any(bad & (vis == 0)):
@@ -538,6 +562,8 @@ class FullZipPage(_PageBase):
                 _, defs = self._ctrl(data, np.arange(n, dtype=np.int64) * stride)
             vals = cz.fixed_per_value(enc, rows[:, self.cw :], n, f"{w}.value_compression")
             return self._finish(None, defs, to_arrow(vals, self.t), n, n)
+        # variable-width and repeated pages have row offsets (checked in __init__)
+        assert rel is not None
         if self.max_rep == 0:
             # one entry per row: [ctrl][len][bytes] or just [ctrl] for a null
             pos = rel[:-1]
@@ -644,6 +670,8 @@ class AllNullPage(_PageBase):
         self.max_rep = sum(1 for lay in self.layers if lay in LIST_LAYERS)
         nb = len(self.buffers)
         inline = info.constant_value is not None
+        # buffer count -> index of the (value, rep, def) buffer, None: not stored
+        layout: dict[int, tuple[int | None, int | None, int | None]]
         if inline:
             layout = {0: (None, None, None), 2: (None, 0, 1)}
         else:

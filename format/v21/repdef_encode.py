@@ -341,14 +341,15 @@ def compact_levels(plan: LeafPlan, rep: np.ndarray | None, raw_defs: np.ndarray 
         # levels are declared (see above) but this page uses none of them
         defs = np.zeros(num_levels, dtype=np.uint16)
     if present:
+        assert raw_defs is not None  # ``present`` holds codes found in raw_defs
         if len(present) == 1:
             (code,) = present
-            defs = np.where(raw_defs == code, lut[code], np.uint16(0)).astype(np.uint16)  # type: ignore[index]
+            defs = np.where(raw_defs == code, lut[code], np.uint16(0)).astype(np.uint16)
         else:
-            defs = lut[raw_defs]  # type: ignore[index]
+            defs = lut[raw_defs]
         threshold = plan.innermost_list_code
         if threshold is not None:
-            visible = raw_defs < threshold  # type: ignore[operator]
+            visible = raw_defs < threshold
             if visible.all():
                 visible = None
     return PageLevels(rep, defs, layers, visible, num_levels)
