@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from .errors import InvalidArgumentError, TesseraError
+from .errors import InvalidArgumentError, UnsupportedDatasetOperationError
 
 #: keyword arguments of ``pyarrow.dataset.Dataset.scanner`` that tune Arrow's
 #: own scanning (threads, read-ahead, memory); a Tessera scan has no use for them
@@ -57,10 +57,6 @@ _ARROW_SCAN_OPTIONS = frozenset(
         "memory_pool",
     }
 )
-
-
-class UnsupportedDatasetOperationError(TesseraError, NotImplementedError):
-    """A pyarrow Dataset operation the Tessera view does not offer."""
 
 
 # -- streams ---------------------------------------------------------------------------

@@ -7,10 +7,12 @@ Catalog settings come from ``--catalog`` / ``--warehouse``, the environment
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
 
 import click
 import pyarrow as pa
@@ -261,6 +263,26 @@ def _with_progress(label: str, total: int):
         console=err_console,
         transient=True,
     )
+
+
+@contextlib.contextmanager
+def _phases(label: str) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar (on stderr, removed when done) fed by an operation's
+    ``progress(phase, done, total)`` calls: one bar, relabelled per phase."""
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as prog:
+        task = prog.add_task(label, total=None)
+
+        def tell(phase: str, done: int, total: int) -> None:
+            prog.update(task, description=f"{label}: {phase}", completed=done, total=total)
+
+        yield tell
 
 
 # API wording -> CLI wording in error messages
@@ -515,9 +537,18 @@ def describe(obj: Ctx, name, version, output):
 @table_group.command("drop")
 @click.argument("name")
 @click.option("--purge", is_flag=True, help="also delete the table's data files and commit records")
+@click.option("--yes", "-y", is_flag=True, help="do not ask before --purge deletes data")
 @click.pass_obj
-def table_drop(obj: Ctx, name, purge):
+def table_drop(obj: Ctx, name, purge, yes):
     """Remove a table from the catalog (its data stays unless --purge)."""
+    if purge and not yes:
+        obj.cat.table_info(name)  # a missing table is said before asking
+        try:
+            confirmed = click.confirm(f"delete every file of {name} for good?", default=False, err=True)
+        except click.Abort:
+            confirmed = False
+        if not confirmed:
+            raise E.InvalidArgumentError(f"not confirmed: {name} was not dropped (add --yes to skip the question)")
     obj.cat.drop_table(name, purge=purge)
     console.print(f"dropped table {name}" + (" and deleted its data" if purge else " (its data files were kept)"))
 
@@ -874,10 +905,8 @@ def compact(obj: Ctx, name, target_rows, output):
     """Merge small fragments and materialise deletions."""
     t = obj.cat.load_table(name)
     before = len(t.fragments)
-    with _with_progress("compacting", 1) as prog:
-        task = prog.add_task("compact", total=1)
-        m = t.compact(target_rows_per_fragment=target_rows)
-        prog.advance(task)
+    with _phases("compacting") as tell:
+        m = t.compact(target_rows_per_fragment=target_rows, progress=tell)
     t.refresh()
     summary = {
         "table": name,
@@ -911,10 +940,8 @@ def cleanup(obj: Ctx, name, older_than, dry_run, output):
     """Remove old versions and the orphans of failed commits."""
     age = _duration(older_than)
     t = obj.cat.load_table(name)
-    with _with_progress("cleaning up", 1) as prog:
-        task = prog.add_task("cleanup", total=1)
-        r = t.cleanup(older_than=age, dry_run=dry_run)
-        prog.advance(task)
+    with _phases("cleaning up") as tell:
+        r = t.cleanup(older_than=age, dry_run=dry_run, progress=tell)
     orphans = r.orphans
     summary = {
         "table": name,

@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tessera.commit.cleanup import Progress
 from tessera.commit.committer import commit_transaction, fragment_live_rows, new_transaction
 from tessera.format import rowids as lrowids
 from tessera.format.protos import table_pb2, transaction_pb2
@@ -268,8 +269,10 @@ def build_compaction(
     threshold: float,
     metrics: CompactionMetrics,
     limit: int | None = None,
+    progress: Progress | None = None,
 ) -> transaction_pb2.Transaction | None:
-    """Plan, write the new fragments, reserve their ids, and return the Rewrite."""
+    """Plan, write the new fragments, reserve their ids, and return the Rewrite;
+    ``progress("rewriting fragments", done, total)`` after each group."""
     groups = plan(
         view,
         target,
@@ -279,7 +282,15 @@ def build_compaction(
     )
     if not groups:
         return None
-    written = [rewrite_group(view, g, target, sort_keys, limit) for g in groups]
+    total_old = sum(len(g) for g in groups)
+    written, done = [], 0
+    if progress is not None:
+        progress("rewriting fragments", 0, total_old)
+    for g in groups:
+        written.append(rewrite_group(view, g, target, sort_keys, limit))
+        done += len(g)
+        if progress is not None:
+            progress("rewriting fragments", done, total_old)
     total = sum(len(w) for w in written)
     ids = iter(_reserve(view, base, total)) if total else iter(())
     txn = new_transaction(base.version)
@@ -307,8 +318,12 @@ def compact(
     materialize_deletions: bool = True,
     materialize_deletions_threshold: float = 0.1,
     external_sequences_over: int | None = None,
+    progress: Progress | None = None,
 ) -> CompactionMetrics:
     """Compact ``table`` (moving it to the new version); see the module docstring.
+
+    ``progress(phase, done, total)`` is called as fragments are rewritten
+    (again from 0 when a conflict makes the compaction run again).
 
     ``external_sequences_over`` (bytes) stores larger row id and version
     sequences in external files, as Lance documents (``format.rowids.INLINE_LIMIT``);
@@ -332,6 +347,7 @@ def compact(
             materialize_deletions_threshold,
             metrics,
             external_sequences_over,
+            progress,
         )
     )
     if table.version == before or not metrics.groups:

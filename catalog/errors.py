@@ -70,6 +70,10 @@ class UnsupportedPredicateError(PredicateError):
     """A SQL construct outside the supported set (subqueries, aggregates...)."""
 
 
+class NotAPredicateError(PredicateError, TypeError):
+    """A filter that is neither SQL text nor a pyarrow.compute.Expression."""
+
+
 class PredicateTypeError(PredicateError):
     """A predicate that parses but does not type-check: a non-boolean predicate,
     a string column compared with a number, a literal that cannot be read as
@@ -155,3 +159,7 @@ class CatalogConfigError(TesseraError, LookupError):
 class NoCatalogError(CatalogConnectionError, FileNotFoundError):
     """``connect(create=False)`` found no catalog database (or one without the
     catalog's tables) where it looked; nothing was created."""
+
+
+class UnsupportedDatasetOperationError(TesseraError, NotImplementedError):
+    """A pyarrow Dataset operation the Tessera view (``Table.to_dataset()``) does not offer."""

@@ -54,6 +54,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Tokenizer as BaseTokenizer
 
 from tessera.catalog.errors import (
+    NotAPredicateError,
     PredicateError,
     PredicateSyntaxError,
     PredicateTypeError,
@@ -771,7 +772,7 @@ def value_columns(expression: Predicate, schema: pa.Schema) -> set[str]:
 
 
 def _not_a_predicate(predicate: object) -> NoReturn:
-    raise TypeError(f"a predicate is SQL text or a pyarrow.compute.Expression, not {type(predicate).__name__}")
+    raise NotAPredicateError(f"a predicate is SQL text or a pyarrow.compute.Expression, not {type(predicate).__name__}")
 
 
 def to_expression(predicate: Predicate, schema: pa.Schema) -> pc.Expression:

@@ -41,7 +41,7 @@ from .tags import Tags
 if TYPE_CHECKING:
     import polars as pl
 
-    from tessera.commit.cleanup import CleanupReport
+    from tessera.commit.cleanup import CleanupReport, Progress
     from tessera.commit.version_cleanup import VersionCleanupReport
     from tessera.stores.manifest_store import ManifestStore
 
@@ -687,9 +687,11 @@ class Table:
         materialize_deletions: bool = True,
         materialize_deletions_threshold: float = 0.1,
         external_sequences_over: int | None = None,
+        progress: Progress | None = None,
     ) -> CompactionMetrics:
         """Merge small fragments and materialise deletions (row ids are kept);
-        ``sort_by`` (column names) also sorts the rows.  Returns CompactionMetrics."""
+        ``sort_by`` (column names) also sorts the rows.  Returns CompactionMetrics.
+        ``progress(phase, done, total)`` is told how many fragments are rewritten."""
         from .compaction import compact
 
         return compact(
@@ -699,6 +701,7 @@ class Table:
             materialize_deletions=materialize_deletions,
             materialize_deletions_threshold=materialize_deletions_threshold,
             external_sequences_over=external_sequences_over,
+            progress=progress,
         )
 
     def cleanup(
@@ -708,11 +711,13 @@ class Table:
         keep_tagged: bool = True,
         orphan_age: dt.timedelta | None = dt.timedelta(days=1),
         dry_run: bool = False,
+        progress: Progress | None = None,
     ) -> VersionCleanupReport:
         """Delete versions older than ``older_than`` (except the latest and, with
         ``keep_tagged``, tagged ones; the tags of removed versions are deleted)
         and every file only they needed, then failed commits' orphans older than
-        ``orphan_age``.  Returns a VersionCleanupReport."""
+        ``orphan_age``.  Returns a VersionCleanupReport; ``progress(phase, done,
+        total)`` is told how far the reading of versions and the deleting are."""
         from tessera.commit.version_cleanup import cleanup_old_versions
 
         if not isinstance(older_than, (dt.timedelta, dt.datetime)):
@@ -730,6 +735,7 @@ class Table:
             orphan_age=orphan_age,
             protect_staged=staged,
             dry_run=dry_run,
+            progress=progress,
         )
         if not dry_run:
             for name in report.orphaned_tags:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tessera.format import deletion as ldeletion
@@ -20,6 +21,9 @@ from tessera.stores.object_store import ObjectStore
 from . import store as tstore
 
 log = logging.getLogger(__name__)
+
+Progress = Callable[[str, int, int], None]
+"""``progress(phase, done, total)``: told how far a long operation is (clean-up, compaction)."""
 
 DEFAULT_ORPHAN_AGE = dt.timedelta(days=1)
 _PREFIXES = ("data", "_deletions", tstore.TRANSACTIONS_DIR, tstore.VERSIONS_DIR)

@@ -32,7 +32,7 @@ from tessera.stores.errors import ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore
 
 from . import store as tstore
-from .cleanup import DEFAULT_ORPHAN_AGE, CleanupReport, referenced_paths, remove_orphans
+from .cleanup import DEFAULT_ORPHAN_AGE, CleanupReport, Progress, referenced_paths, remove_orphans
 from .errors import VersionNotFoundError
 from .handlers import CommitHandler
 
@@ -110,13 +110,17 @@ def cleanup_old_versions(
     protect_staged: set[str] | None = None,
     dry_run: bool = False,
     now: float | None = None,
+    progress: Progress | None = None,
 ) -> VersionCleanupReport:
     """Delete versions committed before ``older_than`` (a cut-off time, or an
     age) and the files only they reference; see the module docstring.
 
     ``tagged`` maps tag names to versions; ``orphan_age=None`` skips the
     removal of failed commits' files; ``protect_staged`` names staged
-    manifests an external store has not finished (never removed)."""
+    manifests an external store has not finished (never removed);
+    ``progress(phase, done, total)`` is told how far the reading of versions
+    and the deleting of files are."""
+    tell: Progress = progress or (lambda phase, done, total: None)
     cutoff = _cutoff(older_than, now)
     tagged = tagged or {}
     tagged_versions = set(tagged.values()) if keep_tagged else set()
@@ -127,8 +131,10 @@ def cleanup_old_versions(
     newest_listed = max(names) if names else latest
     kept: list[mf.ManifestFile] = []
     removed: list[mf.ManifestFile] = []
-    for v in versions:
+    tell("reading versions", 0, len(versions))
+    for n, v in enumerate(versions, 1):
         mfile = _load(store, handler, v, names)
+        tell("reading versions", n, len(versions))
         keep = v >= latest or v == newest_listed or v in tagged_versions or _timestamp(mfile.manifest) >= cutoff
         (kept if keep else removed).append(mfile)
     report.kept_versions = [m.version for m in kept]
@@ -137,21 +143,26 @@ def cleanup_old_versions(
     keep_paths = referenced_paths(store, kept)
     doomed = sorted(referenced_paths(store, removed) - keep_paths)
     if not dry_run:
-        for m in removed:
+        tell("deleting manifests", 0, len(removed))
+        for n, m in enumerate(removed, 1):
             if m.version in names:
                 path = f"{tstore.VERSIONS_DIR}/{names[m.version]}"
                 report.bytes_removed += _size(store, path)
                 store.delete(path)
+            tell("deleting manifests", n, len(removed))
         # a commit that landed meanwhile protects whatever it references
         again, names_now, _ = _all_versions(store, handler)
         fresh = [_load(store, handler, v, names_now) for v in again if v > max(versions)]
         keep_paths |= referenced_paths(store, fresh)
         doomed = [p for p in doomed if p not in keep_paths]
-    for path in doomed:
+    verb = "listing files" if dry_run else "deleting files"
+    tell(verb, 0, len(doomed))
+    for n, path in enumerate(doomed, 1):
         report.bytes_removed += _size(store, path)
         if not dry_run:
             store.delete(path)
         report.removed_files.append(path)
+        tell(verb, n, len(doomed))
     if orphan_age is not None:
         report.orphans = remove_orphans(store, keep_paths, orphan_age, protect_staged, dry_run)
         report.bytes_removed += report.orphans.bytes_removed

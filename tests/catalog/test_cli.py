@@ -165,7 +165,13 @@ def test_table_commands(env):
     kept = d["location"]
     assert "kept" in run(args, "table", "drop", f"{ns}.renamed").output
     assert "does not exist" in fails(args, "table", "describe", f"{ns}.renamed")
-    run(args, "table", "drop", f"{ns}.orders", "--purge")
+    # --purge asks first: no answer (or "n") drops nothing
+    assert "not confirmed" in fails(args, "table", "drop", f"{ns}.orders", "--purge")
+    res = CliRunner().invoke(main, [*args, "table", "drop", f"{ns}.orders", "--purge"], input="n\n")
+    assert res.exit_code == 2 and "not confirmed" in res.output
+    assert json.loads(run(args, "table", "describe", f"{ns}.orders", "-o", "json").stdout)["rows"] == 4
+    res = CliRunner().invoke(main, [*args, "table", "drop", f"{ns}.orders", "--purge"], input="y\n")
+    assert res.exit_code == 0 and "deleted its data" in res.output
     assert not [f for _, _, fs in os.walk(kept) for f in fs]  # purged: no file left (empty folders may stay)
     assert json.loads(run(args, "table", "list", ns, "-o", "json").stdout) == []
     assert "no tables" in run(args, "table", "list", ns).output
@@ -198,7 +204,7 @@ def test_json_output_of_listing_commands(env):
         cl = json.loads(run(args, "cleanup", name, "--older-than", "0s", "--dry-run", "-o", "json").stdout)
         assert cl["dry_run"] is True and isinstance(cl["removed_versions"], list)
     finally:
-        run(args, "table", "drop", name, "--purge", ok=False)
+        run(args, "table", "drop", name, "--purge", "--yes", ok=False)
         run(args, "namespace", "drop", ns, ok=False)
     db = tmp / "store.db"
     from tessera.stores.manifest_store import open_manifest_store

@@ -230,3 +230,16 @@ def test_plain_table_and_indexed_fragments(lance, tmp_path):
     assert ds.to_table(filter="i = 620").column("s").to_pylist() == ["s620"]
     assert ds.to_table(filter="i = 20").column("s").to_pylist() == ["s20"]
     assert sorted(t.to_arrow().column("i").to_pylist()) == list(range(650))
+
+
+def test_compaction_tells_its_progress(tmp_path):
+    t = Table.create(str(tmp_path / "t"), _data(0, 50), max_rows_per_file=10)
+    for a in range(50, 80, 10):
+        t.append(_data(a, a + 10))
+    calls: list[tuple[str, int, int]] = []
+    m = t.compact(1000, progress=lambda *a: calls.append(a))
+    assert m.fragments_removed == 8
+    assert [c[0] for c in calls] == ["rewriting fragments"] * len(calls)
+    assert calls[0] == ("rewriting fragments", 0, 8) and calls[-1] == ("rewriting fragments", 8, 8)
+    done = [d for _, d, _ in calls]
+    assert done == sorted(done)

@@ -184,7 +184,7 @@ def test_pyarrow_scanner_api(orders):
 def test_dataset_bad_input_raises_typed_errors(orders):
     """Bad arguments, and pyarrow operations a Tessera view cannot do, raise
     TesseraErrors (several inherited pyarrow methods used to crash the process)."""
-    from tessera.catalog.arrow_dataset import UnsupportedDatasetOperationError
+    from tessera.catalog.errors import UnsupportedDatasetOperationError
 
     t, _ = orders
     ds = t.to_dataset()

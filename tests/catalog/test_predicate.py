@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tessera.catalog.errors import (
+    NotAPredicateError,
     PredicateError,
     PredicateSyntaxError,
     PredicateTypeError,
@@ -464,10 +465,12 @@ def test_expression_must_be_boolean() -> None:
 
 
 def test_not_a_predicate() -> None:
-    with pytest.raises(TypeError):
-        to_expression(42, SCHEMA)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    for bad in (42, ["amount > 1"], b"amount > 1"):
+        with pytest.raises(NotAPredicateError, match="SQL text or a pyarrow.compute.Expression"):
+            to_expression(bad, SCHEMA)  # type: ignore[arg-type]
+    with pytest.raises(NotAPredicateError):
         to_sql(None)  # type: ignore[arg-type]
+    assert issubclass(NotAPredicateError, TesseraError) and issubclass(NotAPredicateError, TypeError)
 
 
 # -- errors ----------------------------------------------------------------------

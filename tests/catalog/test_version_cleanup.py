@@ -188,3 +188,19 @@ def test_external_store_history_after_cleanup(tmp_path):
     assert [h["version"] for h in Table.open(path, commit_store=ms).versions()] == [2]
     with pytest.raises(VersionNotFoundError):
         Table.open(path, version=1, commit_store=ms)
+
+
+def test_cleanup_tells_its_progress(tmp_path):
+    path = str(tmp_path / "t")
+    t, rows, cut = _history(path)
+    calls: list[tuple[str, int, int]] = []
+    report = t.cleanup(older_than=cut, orphan_age=None, progress=lambda *a: calls.append(a))
+    phases = [p for p, _, _ in calls]
+    assert phases[0] == "reading versions" and "deleting manifests" in phases and "deleting files" in phases
+    for phase in set(phases):
+        mine = [(d, n) for p, d, n in calls if p == phase]
+        assert [d for d, _ in mine] == list(range(len(mine)))  # 0, 1, 2, ... in order
+        assert mine[-1][0] == mine[-1][1]  # ends at its total
+    assert ("reading versions", 7, 7) in calls
+    assert ("deleting manifests", len(report.removed_versions), len(report.removed_versions)) in calls
+    assert ("deleting files", len(report.removed_files), len(report.removed_files)) in calls
