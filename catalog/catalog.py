@@ -462,6 +462,44 @@ class Catalog:
                     s.delete(row)
             raise
 
+    def declare_table(
+        self,
+        ident: Ident,
+        *,
+        location: str | None = None,
+        commit_store: str | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Claim a table name and its location without writing anything: the
+        first commit (a Lance Namespace client's ``create_table_version``)
+        creates the table.  Returns :meth:`table_info`."""
+        ns, name = self._ident(ident)
+        location = location or self._location(ns, name)
+        chosen = self._choose_commit_store(location, commit_store)
+        try:
+            with self._session() as s, s.begin():
+                self._namespace(s, ns)
+                if s.get(TableRow, (ns, name)) is not None:
+                    raise TableExistsError(f"table {ns}.{name} already exists")
+                s.add(
+                    TableRow(
+                        namespace=ns,
+                        name=name,
+                        uri=location,
+                        commit_store=chosen,
+                        properties=json.dumps(properties or {}),
+                        created_at=_now(),
+                    )
+                )
+        except IntegrityError as exc:
+            raise TableExistsError(f"table {ns}.{name} already exists") from exc
+        return self.table_info((ns, name))
+
+    def _raw_commit_store(self, ident: Ident) -> str:
+        """The table's commit store as recorded ("native", "catalog" or a URL with its credentials)."""
+        with self._session() as s:
+            return self._row(s, ident).commit_store
+
     def _row(self, s: Session, ident: Ident) -> TableRow:
         ns, name = self._ident(ident)
         row = s.get(TableRow, (ns, name))

@@ -369,6 +369,8 @@ class ExternalCommitHandler:
 
     def bind(self, manifest: table_pb2.Manifest, uri: str) -> None:
         cfg = manifest.config
+        if CONFIG_COORDINATOR not in cfg and self._bind_unmarked(manifest, uri):
+            return
         recorded = cfg.get(CONFIG_COORDINATOR, "native")
         if recorded != self.kind:
             raise CoordinatorMismatchError(
@@ -383,6 +385,22 @@ class ExternalCommitHandler:
             )
         self.check_store_identity(cfg, uri)
         _bind_incarnation(self, manifest, uri)
+
+    def _bind_unmarked(self, manifest: table_pb2.Manifest, uri: str) -> bool:
+        """A manifest without Tessera's identity entries that this store
+        recorded (pylance committing through Tessera's Lance Namespace writes
+        them so): the store coordinates the table, and its row says the
+        incarnation.  False when the store has no such row."""
+        row = self.ms.get(self.table_key, manifest.version)
+        if row is None:
+            return False
+        if self.bound and row.incarnation != self.incarnation:
+            raise IncarnationMismatchError(
+                f"{uri} version {manifest.version} belongs to incarnation {row.incarnation}, but this writer read "
+                f"incarnation {self.incarnation}: the table was dropped and recreated since; reopen it"
+            )
+        self.incarnation, self.bound = row.incarnation, True
+        return True
 
     def check_store_identity(self, cfg, uri: str) -> None:
         """The store's own id must be the recorded one; tables from before

@@ -19,6 +19,10 @@ manifest stores) and ``tessera.format`` (Lance on disk).
 from __future__ import annotations
 
 import os as _os
+import sys as _sys
+from collections.abc import Sequence as _Sequence
+from importlib.machinery import ModuleSpec as _ModuleSpec
+from types import ModuleType as _ModuleType
 
 # In a source tree the sub-packages are the repository's top-level folders
 # (an installed wheel has them inside this package instead).
@@ -32,6 +36,44 @@ from .catalog import errors  # noqa: E402
 from .catalog.catalog import Catalog, connect  # noqa: E402
 from .catalog.errors import TesseraError  # noqa: E402
 from .catalog.table import Table  # noqa: E402
+
+
+class _RegisterNamespace:
+    """Registers Tessera's Lance Namespace (``lance_namespace.connect("tessera", ...)``)
+    when ``lance_namespace`` is imported, without importing it (it takes half
+    a second) for programs that never use it."""
+
+    def find_spec(
+        self, name: str, path: _Sequence[str] | None = None, target: _ModuleType | None = None
+    ) -> _ModuleSpec | None:
+        if name != "lance_namespace":
+            return None
+        import importlib.util
+
+        _sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            loader = spec.loader
+            run = loader.exec_module
+
+            def exec_module(module: _ModuleType) -> None:
+                run(module)
+                _register(module)
+
+            loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _register(module: object) -> None:
+    register = getattr(module, "register_namespace_impl", None)
+    if register is not None:
+        register("tessera", "tessera.catalog.namespace.TesseraNamespace")
+
+
+if "lance_namespace" in _sys.modules:
+    _register(_sys.modules["lance_namespace"])
+else:
+    _sys.meta_path.insert(0, _RegisterNamespace())
 
 __version__ = "0.1.0"
 __all__ = ["Catalog", "Table", "TesseraError", "__version__", "connect", "errors"]

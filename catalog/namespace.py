@@ -1,0 +1,519 @@
+"""Tessera as a Lance Namespace: pylance and LanceDB commit through Tessera.
+
+``TesseraNamespace`` is a :class:`lance_namespace.LanceNamespace` over a
+Tessera catalog: namespaces and tables are the catalog's, every table has
+*managed versioning*, so pylance sends each commit here as
+``create_table_version``.  pylance writes the manifest to a staged name
+(``_versions/{final}.manifest-{uuid}``); this class validates it, wins the
+version through the table's own coordinator (the native put-if-not-exists of
+the final name, or the external store's reserve, publish and flip), removes
+the staged file and returns the final path: one protocol for pylance,
+LanceDB, Tessera's Python writers and Spark.
+
+Connect with ``lance_namespace.connect("tessera", {"warehouse": DIR})``
+(after ``import tessera.catalog.namespace``) or by the class path
+``tessera.catalog.namespace.TesseraNamespace`` without any import; the
+properties are ``tessera.connect``'s: ``name`` (a configured catalog),
+``warehouse``, ``uri`` (the catalog database), ``storage.<key>`` (object
+store options), ``commit.retry.*``, plus ``root_namespace`` (where one-part
+table ids live, default ``default``) and ``vend_storage_options``
+(``true`` to hand the storage options to clients in ``describe_table``) and
+``commit_store`` (the coordinator of the tables it declares, as in
+``Catalog.create_table``: ``auto``, ``native``, ``catalog`` or a store URL).
+
+Answers pylance depends on (see ``../shared/reference/lance-namespace.md``):
+``describe_table_version`` is read-your-writes consistent (it reads the
+coordinator), a version already taken is ``ConcurrentModificationError``,
+and a re-sent commit of the same manifest succeeds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from lance_namespace import (
+    CreateNamespaceRequest,
+    CreateNamespaceResponse,
+    CreateTableVersionRequest,
+    CreateTableVersionResponse,
+    DeclareTableRequest,
+    DeclareTableResponse,
+    DescribeNamespaceRequest,
+    DescribeNamespaceResponse,
+    DescribeTableRequest,
+    DescribeTableResponse,
+    DescribeTableVersionRequest,
+    DescribeTableVersionResponse,
+    DropNamespaceRequest,
+    DropNamespaceResponse,
+    DropTableRequest,
+    DropTableResponse,
+    LanceNamespace,
+    ListNamespacesRequest,
+    ListNamespacesResponse,
+    ListTablesRequest,
+    ListTablesResponse,
+    ListTableVersionsRequest,
+    ListTableVersionsResponse,
+    NamespaceExistsRequest,
+    NamespaceExistsResponse,
+    TableExistsRequest,
+    TableExistsResponse,
+    TableVersion,
+)
+from lance_namespace import errors as nserr
+from pydantic import BaseModel
+
+from tessera.commit import store as tstore
+from tessera.commit.errors import (
+    CommitConflictError,
+    CommitError,
+    CoordinatorMismatchError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from tessera.commit.handlers import CommitHandler, ExternalCommitHandler, NativeCommitHandler
+from tessera.commit.lineage import incarnation_of, transaction_uuid
+from tessera.format import manifest as mf
+from tessera.format.errors import FormatError
+from tessera.stores.errors import IncarnationMismatchError, ObjectNotFoundError, StoreError
+from tessera.stores.manifest_store import VersionRecord
+from tessera.stores.object_store import ObjectStore, open_object_store
+
+from . import errors as E
+from .catalog import Catalog, connect
+from .table import make_handler
+
+__all__ = ["TesseraNamespace", "register"]
+
+_M = TypeVar("_M", bound=BaseModel)
+
+SHORT_NAME = "tessera"
+CLASS_PATH = "tessera.catalog.namespace.TesseraNamespace"
+_TRUE = ("1", "true", "yes", "on")
+
+
+def register() -> None:
+    """Make ``lance_namespace.connect("tessera", ...)`` build a TesseraNamespace."""
+    import lance_namespace
+
+    lance_namespace.register_namespace_impl(SHORT_NAME, CLASS_PATH)
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    """Tessera's typed errors as the namespace's (the code travels to pylance and over REST)."""
+    try:
+        yield
+    except nserr.LanceNamespaceError:
+        raise
+    except E.NoSuchTableError as exc:
+        raise nserr.TableNotFoundError(str(exc)) from exc
+    except TableNotFoundError as exc:
+        raise nserr.TableNotFoundError(str(exc)) from exc
+    except VersionNotFoundError as exc:
+        raise nserr.TableVersionNotFoundError(str(exc)) from exc
+    except E.TableExistsError as exc:
+        raise nserr.TableAlreadyExistsError(str(exc)) from exc
+    except E.NamespaceNotFoundError as exc:
+        raise nserr.NamespaceNotFoundError(str(exc)) from exc
+    except E.NamespaceExistsError as exc:
+        raise nserr.NamespaceAlreadyExistsError(str(exc)) from exc
+    except E.NamespaceNotEmptyError as exc:
+        raise nserr.NamespaceNotEmptyError(str(exc)) from exc
+    except (E.InvalidNameError, E.InvalidArgumentError) as exc:
+        raise nserr.InvalidInputError(str(exc)) from exc
+    except CommitConflictError as exc:
+        raise nserr.ConcurrentModificationError(str(exc)) from exc
+    except (CoordinatorMismatchError, IncarnationMismatchError) as exc:
+        raise nserr.InvalidTableStateError(str(exc)) from exc
+    except FormatError as exc:
+        raise nserr.InvalidInputError(str(exc)) from exc
+    except (StoreError, CommitError) as exc:
+        raise nserr.ServiceUnavailableError(str(exc)) from exc
+
+
+def _root_relative(store: ObjectStore) -> str:
+    """The table root as pylance names objects: relative to the object
+    store's root (no scheme, no leading '/'; the key prefix in a bucket)."""
+    prefix = getattr(store, "prefix", None)
+    if prefix is not None:  # S3: the key prefix inside the bucket
+        return str(prefix).strip("/")
+    return store.uri.replace("\\", "/").lstrip("/")
+
+
+_STAGED = re.compile(r"^_versions/(?P<final>[0-9]{1,20}\.manifest)-[0-9A-Za-z-]{1,64}$")
+
+
+class _TableAccess:
+    """One table's object store and coordinator, as the catalog records them."""
+
+    def __init__(self, ns: TesseraNamespace, ident: tuple[str, str]) -> None:
+        info = ns.catalog.table_info(ident)
+        self.name = info["name"]
+        self.uri: str = info["uri"]
+        self.store = open_object_store(self.uri, ns.catalog.storage_options)
+        cs = ns.catalog._commit_store_for(ns.catalog._raw_commit_store(ident))
+        self.handler: CommitHandler = make_handler(self.uri, cs, ns.catalog.retry)
+        self.root = _root_relative(self.store)
+
+    def close(self) -> None:
+        self.handler.close()
+
+    def full_path(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if self.root else rel
+
+    def table_relative(self, path: str) -> str:
+        """A store-root-relative path from a client, as a path inside the table (validated)."""
+        prefix = f"{self.root}/" if self.root else ""
+        clean = path.lstrip("/") if not prefix.startswith("/") else path
+        if not clean.startswith(prefix):
+            raise nserr.InvalidInputError(f"{path!r} is not inside the table {self.name} ({self.root})")
+        return clean[len(prefix) :]
+
+    def latest(self) -> int:
+        """The latest version (0 for a declared table without versions)."""
+        if not self.handler.table_exists(self.store):
+            return 0
+        return self.handler.latest_version(self.store)
+
+    def version_entry(self, version: int) -> TableVersion:
+        mfile = self.handler.load(self.store, version)
+        scheme = mfile.naming or tstore.list_versions(self.store)[1] or mf.NamingScheme.V2
+        rel = tstore.manifest_path(version, scheme)
+        ts = mfile.manifest.timestamp
+        return TableVersion(
+            version=version,
+            manifest_path=self.full_path(rel),
+            manifest_size=self.store.size(rel),
+            timestamp_millis=ts.seconds * 1000 + ts.nanos // 1_000_000,
+        )
+
+
+class TesseraNamespace(LanceNamespace):
+    """A Lance Namespace whose tables are a Tessera catalog's (managed versioning)."""
+
+    def __init__(self, **properties: str) -> None:
+        props = {str(k): str(v) for k, v in properties.items()}
+        storage = {k[len("storage.") :]: v for k, v in props.items() if k.startswith("storage.")}
+        retry = {k: v for k, v in props.items() if k.startswith("commit.retry.")}
+        known = {"name", "warehouse", "uri", "root_namespace", "vend_storage_options", "create", "commit_store"}
+        unknown = sorted(
+            k for k in props if k not in known and k not in storage and not k.startswith(("storage.", "commit.retry."))
+        )
+        if unknown:
+            raise nserr.InvalidInputError(f"unknown TesseraNamespace properties: {', '.join(unknown)}")
+        with _translated():
+            self.catalog: Catalog = connect(
+                props.get("name"),
+                props.get("warehouse"),
+                uri=props.get("uri"),
+                storage_options=storage or None,
+                properties=retry or None,
+                create=props.get("create", "true").lower() in _TRUE,
+            )
+        self.root_namespace = props.get("root_namespace", "default")
+        self.commit_store = props.get("commit_store")
+        self.vend_storage_options = props.get("vend_storage_options", "false").lower() in _TRUE
+
+    def namespace_id(self) -> str:
+        return f"TesseraNamespace({self.catalog.uri!r})"
+
+    def close(self) -> None:
+        self.catalog.close()
+
+    # -- ids -----------------------------------------------------------------------------
+
+    def _ns(self, id: list[str] | None) -> str:
+        if not id:
+            raise nserr.InvalidInputError("a namespace id needs at least one part")
+        return ".".join(id)
+
+    def _table(self, id: list[str] | None) -> tuple[str, str]:
+        if not id:
+            raise nserr.InvalidInputError("a table id needs at least one part")
+        if len(id) == 1:
+            return self.root_namespace, id[0]
+        return ".".join(id[:-1]), id[-1]
+
+    def _access(self, id: list[str] | None) -> _TableAccess:
+        return _TableAccess(self, self._table(id))
+
+    # -- namespaces ----------------------------------------------------------------------
+
+    def create_namespace(self, request: CreateNamespaceRequest) -> CreateNamespaceResponse:
+        request = _as(CreateNamespaceRequest, request)
+        mode = (request.mode or "create").lower()
+        with _translated():
+            name = self._ns(request.id)
+            if mode == "overwrite":
+                raise nserr.UnsupportedOperationError("create_namespace mode 'overwrite' is not supported")
+            self.catalog.create_namespace(name, dict(request.properties or {}), exist_ok=mode == "exist_ok")
+            return CreateNamespaceResponse(properties=self._str_props(self.catalog.namespace_properties(name)))
+
+    def list_namespaces(self, request: ListNamespacesRequest) -> ListNamespacesResponse:
+        request = _as(ListNamespacesRequest, request)
+        with _translated():
+            parent = ".".join(request.id) if request.id else None
+            names = self.catalog.list_namespaces(parent)
+            children = sorted(n.rsplit(".", 1)[-1] for n in names)
+            page, token = _page(children, request.page_token, request.limit)
+            return ListNamespacesResponse(namespaces=page, page_token=token)
+
+    def describe_namespace(self, request: DescribeNamespaceRequest) -> DescribeNamespaceResponse:
+        request = _as(DescribeNamespaceRequest, request)
+        with _translated():
+            return DescribeNamespaceResponse(
+                properties=self._str_props(self.catalog.namespace_properties(self._ns(request.id)))
+            )
+
+    def namespace_exists(self, request: NamespaceExistsRequest) -> NamespaceExistsResponse:
+        request = _as(NamespaceExistsRequest, request)
+        with _translated():
+            name = self._ns(request.id)
+            if not self.catalog.namespace_exists(name):
+                raise nserr.NamespaceNotFoundError(f"namespace {name!r} does not exist")
+            return NamespaceExistsResponse()
+
+    def drop_namespace(self, request: DropNamespaceRequest) -> DropNamespaceResponse:
+        request = _as(DropNamespaceRequest, request)
+        with _translated():
+            name = self._ns(request.id)
+            if (request.behavior or "restrict").lower() == "cascade":
+                raise nserr.UnsupportedOperationError("drop_namespace behavior 'cascade' is not supported")
+            if not self.catalog.namespace_exists(name):
+                if (request.mode or "fail").lower() == "skip":
+                    return DropNamespaceResponse()
+                raise nserr.NamespaceNotFoundError(f"namespace {name!r} does not exist")
+            props = self.catalog.namespace_properties(name)
+            self.catalog.drop_namespace(name)
+            return DropNamespaceResponse(properties=self._str_props(props))
+
+    # -- tables --------------------------------------------------------------------------
+
+    def list_tables(self, request: ListTablesRequest) -> ListTablesResponse:
+        request = _as(ListTablesRequest, request)
+        with _translated():
+            ns = ".".join(request.id) if request.id else self.root_namespace
+            names = sorted(t.rsplit(".", 1)[-1] for t in self.catalog.list_tables(ns))
+            page, token = _page(names, request.page_token, request.limit)
+            return ListTablesResponse(tables=page, page_token=token)
+
+    def declare_table(self, request: DeclareTableRequest) -> DeclareTableResponse:
+        request = _as(DeclareTableRequest, request)
+        with _translated():
+            ns, name = self._table(request.id)
+            if len(request.id or []) == 1:
+                self.catalog.create_namespace(ns, exist_ok=True)
+            info = self.catalog.declare_table((ns, name), location=request.location, commit_store=self.commit_store)
+            return DeclareTableResponse(
+                location=info["uri"],
+                managed_versioning=True,
+                storage_options=self._vended(),
+                properties=self._str_props(info["properties"]) or None,
+            )
+
+    def describe_table(self, request: DescribeTableRequest) -> DescribeTableResponse:
+        request = _as(DescribeTableRequest, request)
+        if request.version is not None or request.tag is not None:
+            raise nserr.UnsupportedOperationError("describe_table of a version or tag: use describe_table_version")
+        with _translated():
+            ns, name = self._table(request.id)
+            info = self.catalog.table_info((ns, name))
+            return DescribeTableResponse(
+                table=name,
+                namespace=list(request.id or [])[:-1] or [ns],
+                location=info["uri"],
+                table_uri=info["uri"],
+                managed_versioning=True,
+                storage_options=self._vended(),
+                properties=self._str_props(info["properties"]) or None,
+            )
+
+    def table_exists(self, request: TableExistsRequest) -> TableExistsResponse:
+        request = _as(TableExistsRequest, request)
+        with _translated():
+            if not self.catalog.table_exists(self._table(request.id)):
+                raise nserr.TableNotFoundError(f"table {'.'.join(self._table(request.id))} does not exist")
+            return TableExistsResponse()
+
+    def drop_table(self, request: DropTableRequest) -> DropTableResponse:
+        request = _as(DropTableRequest, request)
+        with _translated():
+            ident = self._table(request.id)
+            info = self.catalog.table_info(ident)
+            self.catalog.drop_table(ident, purge=True)
+            return DropTableResponse(id=request.id, location=info["uri"])
+
+    # -- versions ------------------------------------------------------------------------
+
+    def list_table_versions(self, request: ListTableVersionsRequest) -> ListTableVersionsResponse:
+        request = _as(ListTableVersionsRequest, request)
+        if request.branch:
+            raise nserr.UnsupportedOperationError("branches are not supported")
+        with _translated():
+            t = self._access(request.id)
+            try:
+                latest = t.latest()
+                if latest == 0:
+                    return ListTableVersionsResponse(versions=[])
+                if request.limit == 1 and request.descending and not request.page_token:
+                    return ListTableVersionsResponse(versions=[t.version_entry(latest)])
+                versions = t.handler.versions_after(t.store, 0)
+                if request.descending:
+                    versions = versions[::-1]
+                page, token = _page(versions, request.page_token, request.limit)
+                return ListTableVersionsResponse(versions=[t.version_entry(v) for v in page], page_token=token)
+            finally:
+                t.close()
+
+    def describe_table_version(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
+        request = _as(DescribeTableVersionRequest, request)
+        if request.branch:
+            raise nserr.UnsupportedOperationError("branches are not supported")
+        with _translated():
+            t = self._access(request.id)
+            try:
+                version = request.version if request.version is not None else t.latest()
+                if version == 0:
+                    raise nserr.TableVersionNotFoundError(f"table {t.name} has no versions yet")
+                return DescribeTableVersionResponse(version=t.version_entry(version))
+            finally:
+                t.close()
+
+    def create_table_version(self, request: CreateTableVersionRequest) -> CreateTableVersionResponse:
+        """Win ``request.version`` for the staged manifest at ``request.manifest_path``."""
+        request = _as(CreateTableVersionRequest, request)
+        if request.branch:
+            raise nserr.UnsupportedOperationError("branches are not supported")
+        with _translated():
+            t = self._access(request.id)
+            try:
+                return CreateTableVersionResponse(version=self._commit(t, request))
+            finally:
+                t.close()
+
+    def _commit(self, t: _TableAccess, request: CreateTableVersionRequest) -> TableVersion:
+        version = request.version
+        if version < 1:
+            raise nserr.InvalidInputError(f"version must be at least 1, got {version}")
+        try:
+            scheme = mf.NamingScheme((request.naming_scheme or "V2").upper())
+        except ValueError:
+            raise nserr.InvalidInputError(f"naming_scheme must be V1 or V2, got {request.naming_scheme!r}") from None
+        final = tstore.manifest_path(version, scheme)
+        staged = t.table_relative(request.manifest_path)
+        m = _STAGED.match(staged)
+        if m is None or f"_versions/{m.group('final')}" != final:
+            raise nserr.InvalidInputError(
+                f"{request.manifest_path!r} is not a staged manifest of version {version} "
+                f"(expected {t.full_path(final)}-<uuid>)"
+            )
+        try:
+            data = t.store.read(staged)
+        except ObjectNotFoundError:
+            # a re-send after a lost reply finds its staged file removed: whose the
+            # version is, describe_table_version tells (pylance reads it back)
+            if t.latest() >= version:
+                raise nserr.ConcurrentModificationError(
+                    f"version {version} of {t.name} exists and {request.manifest_path} is gone "
+                    "(committed already? describe_table_version tells whose it is)"
+                ) from None
+            raise nserr.InvalidInputError(f"the staged manifest {request.manifest_path} does not exist") from None
+        mfile = mf.read_manifest(data, f"{t.store.uri}/{staged}")
+        if mfile.manifest.version != version:
+            raise nserr.InvalidInputError(f"the staged manifest is version {mfile.manifest.version}, not {version}")
+        mf.check_flags(mfile.manifest, writing=False)  # Tessera must be able to read what it publishes
+        txn = transaction_uuid(mfile)
+        if txn is None:
+            raise nserr.InvalidInputError("the staged manifest names no transaction")
+        done = self._already_committed(t, version, txn)
+        if done is not None:
+            t.store.delete(staged)
+            return done
+        latest = t.latest()
+        if version != latest + 1:
+            raise nserr.ConcurrentModificationError(
+                f"version {version} of {t.name} is taken or out of order (latest is {latest})"
+            )
+        if latest:
+            self._check_lineage(t, latest, mfile)
+        h = t.handler
+        if isinstance(h, ExternalCommitHandler):
+            record = VersionRecord(h.table_key, version, staged, len(data), txn, h.incarnation)
+            h.reserve(t.store, record)
+            h.complete(t.store, record, final, data)
+        else:
+            assert isinstance(h, NativeCommitHandler)
+            h.commit(t.store, version, data, scheme, txn, None)
+            with contextlib.suppress(StoreError, OSError):
+                t.store.delete(staged)
+        return t.version_entry(version)
+
+    def _already_committed(self, t: _TableAccess, version: int, txn: str) -> TableVersion | None:
+        """The version's entry when it is already this transaction's (a re-send
+        whose staged file is still there); None when the version is free."""
+        try:
+            current = t.handler.load(t.store, version)
+        except (VersionNotFoundError, TableNotFoundError):
+            return None
+        if transaction_uuid(current) != txn:
+            raise nserr.ConcurrentModificationError(f"version {version} of {t.name} was committed by another writer")
+        return t.version_entry(version)
+
+    def _check_lineage(self, t: _TableAccess, latest: int, staged: mf.ManifestFile) -> None:
+        """The staged manifest must continue this table: the coordinator and
+        incarnation it carries (pylance keeps the config of the manifest it
+        built on) are the latest version's."""
+        current = t.handler.load(t.store, latest)
+        mine, theirs = incarnation_of(current.manifest), incarnation_of(staged.manifest)
+        if mine is not None and theirs != mine:
+            raise IncarnationMismatchError(
+                f"the manifest for {t.name} version {staged.manifest.version} was built on incarnation {theirs}, "
+                f"but the table is incarnation {mine}: it was dropped and recreated since the writer read it"
+            )
+        t.handler.bind(current.manifest, t.uri)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _vended(self) -> dict[str, str] | None:
+        if not self.vend_storage_options or not self.catalog.storage_options:
+            return None
+        return {str(k): str(v) for k, v in self.catalog.storage_options.items()}
+
+    @staticmethod
+    def _str_props(props: dict[str, Any]) -> dict[str, str]:
+        return {str(k): v if isinstance(v, str) else str(v) for k, v in props.items()}
+
+
+def _as(model: type[_M], request: object) -> _M:
+    """A request as its model: pylance's Rust side passes plain dicts."""
+    if isinstance(request, model):
+        return request
+    try:
+        return model.model_validate(dict(request) if isinstance(request, dict) else request)
+    except ValueError as exc:  # pydantic's ValidationError
+        raise nserr.InvalidInputError(f"bad {model.__name__}: {exc}") from None
+
+
+def _page(items: list[Any], token: str | None, limit: int | None) -> tuple[list[Any], str | None]:
+    """A page of ``items`` after the position ``token`` names; the next token or None."""
+    start = 0
+    if token:
+        try:
+            start = int(token)
+        except ValueError:
+            raise nserr.InvalidInputError(f"bad page_token {token!r}") from None
+        if start < 0 or start > len(items):
+            raise nserr.InvalidInputError(f"bad page_token {token!r}")
+    if limit is not None and limit < 0:
+        raise nserr.InvalidInputError(f"limit must not be negative, got {limit}")
+    stop = len(items) if not limit else min(len(items), start + limit)
+    return items[start:stop], (str(stop) if stop < len(items) else None)
+
+
+with contextlib.suppress(ImportError):
+    register()
