@@ -246,3 +246,49 @@ def test_connect_by_short_name_or_class_path(order, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("TesseraNamespace TesseraNamespace('sqlite:")
+
+
+@pytest.mark.parametrize("store", ["native", "catalog", "dynamodb"])
+def test_pylance_through_the_namespace_on_s3(store, moto_server, tmp_path):
+    from tessera_test_services import new_dynamodb_store_url
+
+    bucket = moto_server.new_bucket()
+    commit_store = new_dynamodb_store_url(moto_server) if store == "dynamodb" else store
+    opts = moto_server.storage_options()
+    props = {
+        "warehouse": f"s3://{bucket}/wh",
+        "uri": f"sqlite:///{tmp_path / 'catalog.db'}",
+        "commit_store": commit_store,
+        **{f"storage.{k}": v for k, v in opts.items()},
+    }
+    lopts = {
+        "aws_endpoint": moto_server.endpoint,
+        "allow_http": "true",
+        "aws_region": "us-east-1",
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+    }
+    ns = _ns(props)
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["s"]))
+    tid = ["s", "t"]
+    lance.write_dataset(pa.table({"a": [1, 2]}), namespace_client=ns, table_id=tid, storage_options=lopts)
+    ds = lance.write_dataset(
+        pa.table({"a": [3]}), namespace_client=ns, table_id=tid, mode="append", storage_options=lopts
+    )
+    ds.delete("a = 1")
+    cat = tessera.connect(warehouse=props["warehouse"], uri=props["uri"], storage_options=opts)
+    try:
+        assert (cat.table_info("s.t")["commit_store"] == "catalog") == (store == "catalog")
+        t = cat.load_table("s.t")
+        assert t.version == 3 and sorted(t.to_arrow().column("a").to_pylist()) == [2, 3]
+        t.append(pa.table({"a": [4]}))  # Tessera continues the table pylance created
+        again = lance.dataset(namespace_client=ns, table_id=tid, storage_options=lopts)
+        assert again.version == 4 and sorted(again.to_table().column("a").to_pylist()) == [2, 3, 4]
+        for v in range(1, 5):
+            theirs = lance.dataset(namespace_client=ns, table_id=tid, version=v, storage_options=lopts).to_table()
+            assert cat.load_table("s.t", version=v).to_arrow().sort_by("a").equals(theirs.sort_by("a"))
+        staged = [n for n in t.store.list("_versions") if ".manifest-" in n]
+        assert staged == []
+    finally:
+        cat.drop_table("s.t", purge=True)
+        cat.close()
