@@ -67,6 +67,7 @@ from lance_namespace import (
 from lance_namespace import errors as nserr
 from pydantic import BaseModel
 
+from tessera.commit import faults
 from tessera.commit import store as tstore
 from tessera.commit.errors import (
     CommitConflictError,
@@ -445,6 +446,7 @@ class TesseraNamespace(LanceNamespace):
         if isinstance(h, ExternalCommitHandler):
             record = VersionRecord(h.table_key, version, staged, len(data), txn, h.incarnation)
             h.reserve(t.store, record)
+            faults.point(faults.RESERVED)
             h.complete(t.store, record, final, data)
         else:
             assert isinstance(h, NativeCommitHandler)

@@ -292,3 +292,63 @@ def test_pylance_through_the_namespace_on_s3(store, moto_server, tmp_path):
     finally:
         cat.drop_table("s.t", purge=True)
         cat.close()
+
+
+def test_a_lost_reply_is_read_back_as_success(warehouse):
+    """The namespace commits, then the reply is lost: pylance reads the version
+    back, finds its own manifest and succeeds; the commit is there once."""
+    props, cat = warehouse
+    lost: list[int] = []
+
+    class LosesReplies(TesseraNamespace):
+        def create_table_version(self, request):  # type: ignore[override]
+            out = super().create_table_version(request)
+            if not lost:
+                lost.append(out.version.version)
+                raise nserr.ServiceUnavailableError("the reply was lost")
+            return out
+
+    ns = LosesReplies(**props)
+    tid = ["sales", "lost"]
+    lance.write_dataset(pa.table({"i": [1]}), namespace_client=_ns(props), table_id=tid, mode="create")
+    ds = lance.write_dataset(pa.table({"i": [2]}), namespace_client=ns, table_id=tid, mode="append")
+    assert lost == [2] and ds.version == 2
+    assert _same_everywhere(cat, _ns(props), tid) == 2
+    assert sorted(cat.load_table("sales.lost").to_arrow().column("i").to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize("store", ["catalog", "redis"])
+def test_a_crash_between_reserve_and_copy_is_finished_by_the_next_request(store, request, tmp_path):
+    """A namespace process dies after reserving the version in the store and
+    before publishing the manifest: the next request finishes the commit."""
+    import subprocess
+    import sys
+
+    commit_store = request.getfixturevalue("redis_url") if store == "redis" else store
+    props = {"warehouse": str(tmp_path / "wh"), "commit_store": commit_store}
+    ns = _ns(props)
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["sales"]))
+    tid = ["sales", "crash"]
+    lance.write_dataset(pa.table({"i": [1]}), namespace_client=ns, table_id=tid, mode="create")
+    code = (
+        "import os, lance, lance_namespace, pyarrow as pa, tessera\n"
+        "from tessera.commit import faults\n"
+        "faults.set_action(faults.RESERVED, lambda: os._exit(17))\n"
+        f"ns = lance_namespace.connect('tessera', {props!r})\n"
+        f"lance.write_dataset(pa.table({{'i': [2]}}), namespace_client=ns, table_id={tid!r}, mode='append')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 17, out.stderr
+    cat = tessera.connect(warehouse=props["warehouse"])
+    try:
+        root = cat.table_info("sales.crash")["uri"]
+        assert [n for n in os.listdir(os.path.join(root, "_versions")) if ".manifest-" in n]  # staged, not copied
+        fresh = _ns(props)
+        ds = lance.dataset(namespace_client=fresh, table_id=tid)  # list_table_versions finishes version 2
+        assert ds.version == 2 and sorted(ds.to_table().column("i").to_pylist()) == [1, 2]
+        assert _same_everywhere(cat, fresh, tid) == 2
+        ds = lance.write_dataset(pa.table({"i": [3]}), namespace_client=fresh, table_id=tid, mode="append")
+        assert ds.version == 3
+    finally:
+        cat.drop_table("sales.crash", purge=True)
+        cat.close()
