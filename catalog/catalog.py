@@ -495,10 +495,11 @@ class Catalog:
             raise TableExistsError(f"table {ns}.{name} already exists") from exc
         return self.table_info((ns, name))
 
-    def _raw_commit_store(self, ident: Ident) -> str:
-        """The table's commit store as recorded ("native", "catalog" or a URL with its credentials)."""
+    def _table_row(self, ident: Ident) -> tuple[str, str, str]:
+        """(name, location, commit store as recorded: "native", "catalog" or a URL with its credentials)."""
         with self._session() as s:
-            return self._row(s, ident).commit_store
+            row = self._row(s, ident)
+            return f"{row.namespace}.{row.name}", row.uri, row.commit_store
 
     def _row(self, s: Session, ident: Ident) -> TableRow:
         ns, name = self._ident(ident)

@@ -81,7 +81,7 @@ from tessera.commit.lineage import incarnation_of, transaction_uuid
 from tessera.format import manifest as mf
 from tessera.format.errors import FormatError
 from tessera.stores.errors import IncarnationMismatchError, ObjectNotFoundError, StoreError
-from tessera.stores.manifest_store import VersionRecord
+from tessera.stores.manifest_store import ManifestStore, VersionRecord, open_manifest_store
 from tessera.stores.object_store import ObjectStore, open_object_store
 
 from . import errors as E
@@ -150,19 +150,15 @@ _STAGED = re.compile(r"^_versions/(?P<final>[0-9]{1,20}\.manifest)-[0-9A-Za-z-]{
 
 
 class _TableAccess:
-    """One table's object store and coordinator, as the catalog records them."""
+    """One table's object store and coordinator, as the catalog records them
+    (stores are the namespace's, shared between requests; the handler is
+    fresh per request, so no request inherits another's bound identity)."""
 
     def __init__(self, ns: TesseraNamespace, ident: tuple[str, str]) -> None:
-        info = ns.catalog.table_info(ident)
-        self.name = info["name"]
-        self.uri: str = info["uri"]
-        self.store = open_object_store(self.uri, ns.catalog.storage_options)
-        cs = ns.catalog._commit_store_for(ns.catalog._raw_commit_store(ident))
-        self.handler: CommitHandler = make_handler(self.uri, cs, ns.catalog.retry)
+        self.name, self.uri, recorded = ns.catalog._table_row(ident)
+        self.store = ns._object_store(self.uri)
+        self.handler: CommitHandler = make_handler(self.uri, ns._commit_store(recorded), ns.catalog.retry)
         self.root = _root_relative(self.store)
-
-    def close(self) -> None:
-        self.handler.close()
 
     def full_path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if self.root else rel
@@ -175,23 +171,45 @@ class _TableAccess:
             raise nserr.InvalidInputError(f"{path!r} is not inside the table {self.name} ({self.root})")
         return clean[len(prefix) :]
 
-    def latest(self) -> int:
-        """The latest version (0 for a declared table without versions)."""
-        if not self.handler.table_exists(self.store):
-            return 0
-        return self.handler.latest_version(self.store)
+    def latest(self) -> TableVersion | None:
+        """The latest version's entry (None for a declared table without
+        versions), half-done commits finished first; one listing or one row."""
+        h = self.handler
+        if isinstance(h, ExternalCommitHandler):
+            try:
+                row = h._latest_row(self.store)
+            except TableNotFoundError:
+                return None
+            # _latest_row finished the row's commit; a row read before that still names the staged file
+            rel = row.path if row.is_final else row.path[: row.path.rfind(".manifest-") + len(".manifest")]
+            return TableVersion(version=row.version, manifest_path=self.full_path(rel), manifest_size=row.size)
+        names, _ = tstore.list_versions(self.store)
+        if not names:
+            return None
+        v = max(names)
+        rel = f"{tstore.VERSIONS_DIR}/{names[v]}"
+        return TableVersion(version=v, manifest_path=self.full_path(rel), manifest_size=self.store.size(rel))
+
+    def latest_version(self) -> int:
+        entry = self.latest()
+        return 0 if entry is None else int(entry.version)
 
     def version_entry(self, version: int) -> TableVersion:
+        """``version``'s entry with its timestamp (reads the manifest)."""
         mfile = self.handler.load(self.store, version)
         scheme = mfile.naming or tstore.list_versions(self.store)[1] or mf.NamingScheme.V2
         rel = tstore.manifest_path(version, scheme)
-        ts = mfile.manifest.timestamp
-        return TableVersion(
-            version=version,
-            manifest_path=self.full_path(rel),
-            manifest_size=self.store.size(rel),
-            timestamp_millis=ts.seconds * 1000 + ts.nanos // 1_000_000,
-        )
+        return _entry(version, self.full_path(rel), self.store.size(rel), mfile)
+
+
+def _entry(version: int, path: str, size: int, mfile: mf.ManifestFile) -> TableVersion:
+    ts = mfile.manifest.timestamp
+    return TableVersion(
+        version=version,
+        manifest_path=path,
+        manifest_size=size,
+        timestamp_millis=ts.seconds * 1000 + ts.nanos // 1_000_000,
+    )
 
 
 class TesseraNamespace(LanceNamespace):
@@ -219,12 +237,33 @@ class TesseraNamespace(LanceNamespace):
         self.root_namespace = props.get("root_namespace", "default")
         self.commit_store = props.get("commit_store")
         self.vend_storage_options = props.get("vend_storage_options", "false").lower() in _TRUE
+        self._object_stores: dict[str, ObjectStore] = {}
+        self._manifest_stores: dict[str, ManifestStore] = {}
 
     def namespace_id(self) -> str:
         return f"TesseraNamespace({self.catalog.uri!r})"
 
     def close(self) -> None:
+        for ms in self._manifest_stores.values():
+            ms.close()
+        self._manifest_stores.clear()
         self.catalog.close()
+
+    def _object_store(self, uri: str) -> ObjectStore:
+        store = self._object_stores.get(uri)
+        if store is None:
+            store = self._object_stores[uri] = open_object_store(uri, self.catalog.storage_options)
+        return store
+
+    def _commit_store(self, recorded: str) -> str | ManifestStore | None:
+        """A table's recorded commit store, opened once per namespace (its connections are pooled)."""
+        cs = self.catalog._commit_store_for(recorded)
+        if not isinstance(cs, str):
+            return cs
+        ms = self._manifest_stores.get(cs)
+        if ms is None:
+            ms = self._manifest_stores[cs] = open_manifest_store(cs)
+        return ms
 
     # -- ids -----------------------------------------------------------------------------
 
@@ -357,19 +396,14 @@ class TesseraNamespace(LanceNamespace):
             raise nserr.UnsupportedOperationError("branches are not supported")
         with _translated():
             t = self._access(request.id)
-            try:
-                latest = t.latest()
-                if latest == 0:
-                    return ListTableVersionsResponse(versions=[])
-                if request.limit == 1 and request.descending and not request.page_token:
-                    return ListTableVersionsResponse(versions=[t.version_entry(latest)])
-                versions = t.handler.versions_after(t.store, 0)
-                if request.descending:
-                    versions = versions[::-1]
-                page, token = _page(versions, request.page_token, request.limit)
-                return ListTableVersionsResponse(versions=[t.version_entry(v) for v in page], page_token=token)
-            finally:
-                t.close()
+            if request.limit == 1 and request.descending and not request.page_token:
+                latest = t.latest()  # every open and append asks this: one listing (or row), no manifest read
+                return ListTableVersionsResponse(versions=[] if latest is None else [latest])
+            versions = t.handler.versions_after(t.store, 0) if t.latest() is not None else []
+            if request.descending:
+                versions = versions[::-1]
+            page, token = _page(versions, request.page_token, request.limit)
+            return ListTableVersionsResponse(versions=[t.version_entry(v) for v in page], page_token=token)
 
     def describe_table_version(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
         request = _as(DescribeTableVersionRequest, request)
@@ -377,13 +411,10 @@ class TesseraNamespace(LanceNamespace):
             raise nserr.UnsupportedOperationError("branches are not supported")
         with _translated():
             t = self._access(request.id)
-            try:
-                version = request.version if request.version is not None else t.latest()
-                if version == 0:
-                    raise nserr.TableVersionNotFoundError(f"table {t.name} has no versions yet")
-                return DescribeTableVersionResponse(version=t.version_entry(version))
-            finally:
-                t.close()
+            version = request.version if request.version is not None else t.latest_version()
+            if version == 0:
+                raise nserr.TableVersionNotFoundError(f"table {t.name} has no versions yet")
+            return DescribeTableVersionResponse(version=t.version_entry(version))
 
     def create_table_version(self, request: CreateTableVersionRequest) -> CreateTableVersionResponse:
         """Win ``request.version`` for the staged manifest at ``request.manifest_path``."""
@@ -391,11 +422,7 @@ class TesseraNamespace(LanceNamespace):
         if request.branch:
             raise nserr.UnsupportedOperationError("branches are not supported")
         with _translated():
-            t = self._access(request.id)
-            try:
-                return CreateTableVersionResponse(version=self._commit(t, request))
-            finally:
-                t.close()
+            return CreateTableVersionResponse(version=self._commit(self._access(request.id), request))
 
     def _commit(self, t: _TableAccess, request: CreateTableVersionRequest) -> TableVersion:
         version = request.version
@@ -418,7 +445,7 @@ class TesseraNamespace(LanceNamespace):
         except ObjectNotFoundError:
             # a re-send after a lost reply finds its staged file removed: whose the
             # version is, describe_table_version tells (pylance reads it back)
-            if t.latest() >= version:
+            if t.latest_version() >= version:
                 raise nserr.ConcurrentModificationError(
                     f"version {version} of {t.name} exists and {request.manifest_path} is gone "
                     "(committed already? describe_table_version tells whose it is)"
@@ -431,14 +458,17 @@ class TesseraNamespace(LanceNamespace):
         txn = transaction_uuid(mfile)
         if txn is None:
             raise nserr.InvalidInputError("the staged manifest names no transaction")
-        done = self._already_committed(t, version, txn)
-        if done is not None:
-            t.store.delete(staged)
-            return done
-        latest = t.latest()
+        latest = t.latest_version()
+        if version <= latest:
+            # taken: by this very manifest (a re-send whose staged file is still there), or by another writer
+            if transaction_uuid(t.handler.load(t.store, version)) != txn:
+                raise nserr.ConcurrentModificationError(f"version {version} of {t.name} is taken")
+            with contextlib.suppress(StoreError, OSError):
+                t.store.delete(staged)
+            return t.version_entry(version)
         if version != latest + 1:
             raise nserr.ConcurrentModificationError(
-                f"version {version} of {t.name} is taken or out of order (latest is {latest})"
+                f"version {version} of {t.name} is out of order (the latest is {latest})"
             )
         if latest:
             self._check_lineage(t, latest, mfile)
@@ -453,18 +483,7 @@ class TesseraNamespace(LanceNamespace):
             h.commit(t.store, version, data, scheme, txn, None)
             with contextlib.suppress(StoreError, OSError):
                 t.store.delete(staged)
-        return t.version_entry(version)
-
-    def _already_committed(self, t: _TableAccess, version: int, txn: str) -> TableVersion | None:
-        """The version's entry when it is already this transaction's (a re-send
-        whose staged file is still there); None when the version is free."""
-        try:
-            current = t.handler.load(t.store, version)
-        except (VersionNotFoundError, TableNotFoundError):
-            return None
-        if transaction_uuid(current) != txn:
-            raise nserr.ConcurrentModificationError(f"version {version} of {t.name} was committed by another writer")
-        return t.version_entry(version)
+        return _entry(version, t.full_path(final), len(data), mfile)
 
     def _check_lineage(self, t: _TableAccess, latest: int, staged: mf.ManifestFile) -> None:
         """The staged manifest must continue this table: the coordinator and
