@@ -78,6 +78,7 @@ from tessera.commit.errors import (
 )
 from tessera.commit.handlers import CommitHandler, ExternalCommitHandler, NativeCommitHandler
 from tessera.commit.lineage import incarnation_of, transaction_uuid
+from tessera.commit.namespace_client import root_relative
 from tessera.format import manifest as mf
 from tessera.format.errors import FormatError
 from tessera.stores.errors import IncarnationMismatchError, ObjectNotFoundError, StoreError
@@ -137,15 +138,6 @@ def _translated() -> Iterator[None]:
         raise nserr.ServiceUnavailableError(str(exc)) from exc
 
 
-def _root_relative(store: ObjectStore) -> str:
-    """The table root as pylance names objects: relative to the object
-    store's root (no scheme, no leading '/'; the key prefix in a bucket)."""
-    prefix = getattr(store, "prefix", None)
-    if prefix is not None:  # S3: the key prefix inside the bucket
-        return str(prefix).strip("/")
-    return store.uri.replace("\\", "/").lstrip("/")
-
-
 _STAGED = re.compile(r"^_versions/(?P<final>[0-9]{1,20}\.manifest)-[0-9A-Za-z-]{1,64}$")
 
 
@@ -158,7 +150,7 @@ class _TableAccess:
         self.name, self.uri, recorded = ns.catalog._table_row(ident)
         self.store = ns._object_store(self.uri)
         self.handler: CommitHandler = make_handler(self.uri, ns._commit_store(recorded), ns.catalog.retry)
-        self.root = _root_relative(self.store)
+        self.root = root_relative(self.store)
 
     def full_path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if self.root else rel

@@ -170,10 +170,19 @@ class Table:
         commit_store: str | ManifestStore | None = None,
         storage_options: dict[str, str] | None = None,
         retry: RetryPolicy | None = None,
+        namespace: Any = None,
     ) -> Table:
         """Open the latest version, a version number, or a tag name.
 
-        ``retry`` bounds the retries and read-backs of this table's commits."""
+        ``retry`` bounds the retries and read-backs of this table's commits.
+        With ``namespace`` (a Lance Namespace client, or the ``http(s)://``
+        URL of a REST namespace such as ``tessera serve``), ``uri`` is the
+        table's id in it (``"sales.orders"`` or a list of parts) and every
+        commit goes through the namespace's ``create_table_version``."""
+        if namespace is not None:
+            if commit_store is not None:
+                raise InvalidArgumentError("a table opened through a namespace commits through it: no commit_store")
+            return cls._open_in_namespace(namespace, uri, version, storage_options, retry)
         store = open_object_store(uri, storage_options)
         handler = make_handler(uri, commit_store, retry)
         try:
@@ -193,6 +202,43 @@ class Table:
             handler.bind(mfile.manifest, store.uri)
         except CoordinatorMismatchError:
             pass  # reading is allowed; every write binds again and is refused
+        return cls(store, mfile, handler=handler)
+
+    @classmethod
+    def _open_in_namespace(
+        cls,
+        namespace: Any,
+        table_id: str | Sequence[str],
+        version: int | str | None,
+        storage_options: dict[str, str] | None,
+        retry: RetryPolicy | None,
+    ) -> Table:
+        from lance_namespace import DescribeTableRequest
+
+        from tessera.commit.namespace_client import NamespaceCommitHandler, _call, connect_namespace
+
+        try:
+            ns = connect_namespace(namespace)
+        except ValueError as exc:
+            raise InvalidArgumentError(str(exc)) from None
+        parts = table_id.split(".") if isinstance(table_id, str) else list(table_id)
+        if not parts or not all(isinstance(p, str) and p for p in parts):
+            raise InvalidArgumentError(f"a table id is 'namespace.table' or a list of parts, got {table_id!r}")
+        handler = NamespaceCommitHandler(ns, parts, retry)
+        try:
+            described = _call(ns, "describe_table", DescribeTableRequest, id=parts)
+        except Exception as exc:  # noqa: BLE001 - the namespace's own error, typed here
+            from tessera.commit.namespace_client import _is_table_missing
+
+            if _is_table_missing(exc):
+                raise TableNotFoundError(f"no table {'.'.join(parts)} in the namespace") from exc
+            raise
+        location = described.get("location") or described.get("table_uri")
+        if not location:
+            raise TableNotFoundError(f"the namespace names no location for {'.'.join(parts)}")
+        opts = {**(described.get("storage_options") or {}), **(storage_options or {})}
+        store = open_object_store(str(location), opts or None)
+        mfile = handler.load(store, Tags(store).version_of(version) if version is not None else None)
         return cls(store, mfile, handler=handler)
 
     # -- state ---------------------------------------------------------------------------

@@ -352,3 +352,43 @@ def test_a_crash_between_reserve_and_copy_is_finished_by_the_next_request(store,
     finally:
         cat.drop_table("sales.crash", purge=True)
         cat.close()
+
+
+def test_tessera_writes_through_a_namespace(warehouse):
+    """A Tessera Table reached through a namespace commits via create_table_version,
+    interleaved with pylance; concurrent Tessera writers rebase as usual."""
+    props, cat = warehouse
+    ns = _ns(props)
+    tid = ["sales", "client"]
+    lance.write_dataset(pa.table({"i": [1, 2, 3]}), namespace_client=ns, table_id=tid, mode="create")
+    t = tessera.Table.open("sales.client", namespace=ns)
+    t.append(pa.table({"i": [4]}))
+    t.delete("i = 1")
+    t.update({"i": "i * 10"}, where="i = 4")
+    assert t.version == 4
+    lance.write_dataset(pa.table({"i": [5]}), namespace_client=ns, table_id=tid, mode="append")
+    t2 = tessera.Table.open(["sales", "client"], namespace=_ns(props))
+    assert t2.version == 5 and sorted(t2.to_arrow().column("i").to_pylist()) == [2, 3, 5, 40]
+    t.append(pa.table({"i": [6]}))  # stale handle (version 4): conflict, rebase, version 6
+    assert t.version == 6
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            mine = tessera.Table.open("sales.client", namespace=_ns(props))
+            for k in range(3):
+                mine.append(pa.table({"i": [100 * w + k]}))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in (1, 2, 3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not errors, errors
+    assert _same_everywhere(cat, ns, tid) == 15
+    got = sorted(cat.load_table("sales.client").to_arrow().column("i").to_pylist())
+    assert got == sorted([2, 3, 5, 40, 6] + [100 * w + k for w in (1, 2, 3) for k in range(3)])
+    with pytest.raises(tessera.errors.TableNotFoundError):
+        tessera.Table.open("sales.nothing", namespace=ns)
