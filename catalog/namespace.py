@@ -262,11 +262,12 @@ class TesseraNamespace(LanceNamespace):
     def _ns(self, id: list[str] | None) -> str:
         if not id:
             raise nserr.InvalidInputError("a namespace id needs at least one part")
-        return ".".join(id)
+        return ".".join(_parts(id))
 
     def _table(self, id: list[str] | None) -> tuple[str, str]:
         if not id:
             raise nserr.InvalidInputError("a table id needs at least one part")
+        id = _parts(id)
         if len(id) == 1:
             return self.root_namespace, id[0]
         return ".".join(id[:-1]), id[-1]
@@ -500,6 +501,15 @@ class TesseraNamespace(LanceNamespace):
     @staticmethod
     def _str_props(props: dict[str, Any]) -> dict[str, str]:
         return {str(k): v if isinstance(v, str) else str(v) for k, v in props.items()}
+
+
+def _parts(id: list[str]) -> list[str]:
+    """An id's parts, each one catalog name part ('.' joins them: a '.' inside
+    one would silently name a nested namespace)."""
+    for part in id:
+        if not isinstance(part, str) or not part or "." in part:
+            raise nserr.InvalidInputError(f"invalid id part {part!r}: parts are non-empty and hold no '.'")
+    return list(id)
 
 
 def _as(model: type[_M], request: object) -> _M:

@@ -223,6 +223,10 @@ def test_namespaces_and_tables_are_the_catalogs(tmp_path):
     assert tessera.connect(warehouse=props["warehouse"]).load_table("default.solo").to_arrow()["i"].to_pylist() == [7]
     with pytest.raises(nserr.InvalidInputError):
         ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["../x"]))
+    with pytest.raises(nserr.InvalidInputError):  # "a.b" would silently be the nested namespace a -> b
+        ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["a.b"]))
+    with pytest.raises(nserr.InvalidInputError):
+        ns.describe_table(lance_namespace.DescribeTableRequest(id=["a", "t1.x"]))
     with pytest.raises(ValueError, match="unknown TesseraNamespace properties"):
         lance_namespace.connect("tessera", {**props, "warehous": "typo"})
 

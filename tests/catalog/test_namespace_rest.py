@@ -1,0 +1,429 @@
+"""Tessera as a Lance REST Namespace (``tessera serve``): pylance's Rust HTTP
+client commits through a real server process on loopback, and Tessera reads
+every version as pylance does.  One token-protected server serves the module;
+a second one, with two worker processes, serves concurrent writers."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import tessera
+
+lance = pytest.importorskip("lance")
+lance_namespace = pytest.importorskip("lance_namespace")
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+from lance_namespace import errors as nserr  # noqa: E402
+
+TOKEN = "tessera-test-token-0123456789"
+MAX_BODY = 64 * 1024
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A ``tessera serve`` process on loopback, its warehouse and its log."""
+
+    def __init__(self, tmp, *args: str, token: str | None, env: dict[str, str] | None = None) -> None:
+        self.warehouse = str(tmp / "wh")
+        self.token = token
+        self.port = _free_port()
+        self.log_path = tmp / "server.log"
+        exe = os.path.join(os.path.dirname(sys.executable), "tessera")
+        cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "tessera.catalog.cli"]
+        cmd += ["--warehouse", self.warehouse, "serve", "--port", str(self.port), *args]
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
+        environ.update(env or {})
+        with open(self.log_path, "wb") as out:  # a file, not a pipe: a full pipe would stall the server
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=environ)
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited ({self.proc.returncode}):\n{self.log()}")
+            try:
+                self.http("GET", "/v1/namespace/%24/list")
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"the server does not answer:\n{self.log()}") from None
+                time.sleep(0.1)
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, token: str | None = "default"):
+        """pylance's REST namespace client; the token (default: the server's) as
+        the property ``header.Authorization``."""
+        token = self.token if token == "default" else token
+        props = {"uri": self.uri}
+        if token is not None:
+            props["header.Authorization"] = f"Bearer {token}"
+        return lance_namespace.connect("rest", props)
+
+    def http(self, method: str, path: str, body=None, headers: dict[str, str] | None = None, auth: bool = True):
+        """(status, JSON body or raw bytes, headers) of one request on a fresh connection."""
+        hdrs = {"Connection": "close"}
+        if auth and self.token:
+            hdrs["Authorization"] = f"Bearer {self.token}"
+        hdrs.update(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(
+                method, path, body=body, headers=hdrs, encode_chunked=not isinstance(body, (bytes, type(None)))
+            )
+            resp = conn.getresponse()
+            data = resp.read()
+            try:
+                parsed = json.loads(data) if data else None
+            except ValueError:
+                parsed = data
+            return resp.status, parsed, dict(resp.getheaders())
+        finally:
+            conn.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rest")
+    token_file = tmp / "token"
+    token_file.write_text(TOKEN + "\n")
+    # a storage option the server must not hand out (no --vend-storage-options)
+    srv = Server(
+        tmp, "--token-file", str(token_file), "--max-body-bytes", str(MAX_BODY), "-s", "region=nowhere-1", token=TOKEN
+    )
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def cat(server):
+    c = tessera.connect(warehouse=server.warehouse)
+    yield c
+    c.close()
+
+
+def _same_everywhere(cat, ns, tid: list[str]) -> int:
+    """Every version Tessera reads equals pylance's through the server; the latest version."""
+    name = ".".join(tid)
+    t = cat.load_table(name)
+    assert t.version == lance.dataset(namespace_client=ns, table_id=tid).version
+    assert [v["version"] for v in t.versions()] == list(range(1, t.version + 1))  # contiguous
+    for v in range(1, t.version + 1):
+        theirs = lance.dataset(namespace_client=ns, table_id=tid, version=v).to_table()
+        ours = cat.load_table(name, version=v).to_arrow()
+        key = theirs.column_names[0]
+        assert ours.sort_by(key).equals(theirs.sort_by(key)), f"version {v} differs"
+    assert [n for n in os.listdir(os.path.join(t.uri, "_versions")) if ".manifest-" in n] == []  # no staged left
+    return t.version
+
+
+def _snapshot(cat, warehouse: str):
+    """What the catalog and the warehouse hold (to show that nothing was written)."""
+    files = sorted(os.path.relpath(os.path.join(d, f), warehouse) for d, _, fs in os.walk(warehouse) for f in fs)
+    files = [f for f in files if not f.startswith("catalog.db")]
+    namespaces = sorted(cat.list_namespaces())
+    return namespaces, {n: sorted(cat.list_tables(n)) for n in namespaces}, files
+
+
+def _error(resp, status: int, code: int) -> None:
+    got_status, body, _ = resp
+    assert (got_status, body.get("code") if isinstance(body, dict) else body) == (status, code), resp
+    assert isinstance(body["error"], str) and body["error"]
+
+
+def test_pylance_operations_commit_through_the_server(server, cat):
+    ns = server.client()
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["ops"]))
+    tid = ["ops", "orders"]
+    data = pa.table({"id": pa.array(np.arange(10), pa.int64()), "v": pa.array([f"s{i}" for i in range(10)])})
+    ds = lance.write_dataset(data, namespace_client=ns, table_id=tid, mode="create")
+    assert ds.version == 1
+    ds = lance.write_dataset(
+        data.slice(0, 3).set_column(0, "id", pa.array([10, 11, 12])), namespace_client=ns, table_id=tid, mode="append"
+    )
+    ds.delete("id = 2")
+    ds.update({"v": "'u'"}, where="id < 2")
+    src = pa.table({"id": pa.array([5, 20], pa.int64()), "v": pa.array(["m", "n"])})
+    ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
+    ds.add_columns({"w": "id * 2"})
+    ds.optimize.compact_files()
+    ds.tags.create("before-restore", ds.version)
+    tagged = ds.version
+    ds.checkout_version(3).restore()
+    latest = _same_everywhere(cat, ns, tid)
+    assert latest >= 9
+    assert lance.dataset(namespace_client=ns, table_id=tid, version="before-restore").version == tagged
+    assert lance.dataset(namespace_client=ns, table_id=tid, version=2).count_rows() == 13
+    # Tessera writes in between, pylance continues on top, through the server
+    t = cat.load_table("ops.orders")
+    t.append(t.to_arrow().slice(0, 1))
+    ds = lance.write_dataset(
+        lance.dataset(namespace_client=ns, table_id=tid).to_table().slice(0, 1),
+        namespace_client=ns,
+        table_id=tid,
+        mode="append",
+    )
+    assert ds.version == latest + 2
+    assert _same_everywhere(cat, ns, tid) == latest + 2
+    # version list: descending pages (query parameters of a POST without a body)
+    page = ns.list_table_versions(lance_namespace.ListTableVersionsRequest(id=tid, descending=True, limit=2))
+    assert [v.version for v in page.versions] == [latest + 2, latest + 1] and page.page_token
+    status, body, _ = server.http("POST", f"/v1/table/ops%24orders/version/list?limit=2&page_token={page.page_token}")
+    assert status == 200 and [v["version"] for v in body["versions"]] == [3, 4]  # ascending by default
+    status, body, _ = server.http("POST", "/v1/table/ops%24orders/version/describe", {"id": tid, "version": 1})
+    assert status == 200 and body["version"]["version"] == 1
+    assert body["version"]["manifest_path"].endswith("_versions/18446744073709551614.manifest")
+    log = server.log()
+    assert re.search(r"request method=POST route=/v1/table/\{id\}/version/create status=200 ms=\d+\.\d", log)
+
+
+def test_namespaces_tables_and_unsupported_routes(server, cat):
+    ns = server.client()
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["meta"], properties={"owner": "ana"}))
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["meta", "child"]))
+    with pytest.raises(nserr.NamespaceAlreadyExistsError):
+        ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["meta"]))
+    _error(server.http("POST", "/v1/namespace/meta/create", {}), 409, 2)
+    assert "meta" in ns.list_namespaces(lance_namespace.ListNamespacesRequest(id=[])).namespaces
+    assert ns.list_namespaces(lance_namespace.ListNamespacesRequest(id=["meta"])).namespaces == ["child"]
+    assert ns.describe_namespace(lance_namespace.DescribeNamespaceRequest(id=["meta"])).properties == {"owner": "ana"}
+    ns.namespace_exists(lance_namespace.NamespaceExistsRequest(id=["meta", "child"]))
+    with pytest.raises(nserr.NamespaceNotFoundError):
+        ns.namespace_exists(lance_namespace.NamespaceExistsRequest(id=["nope"]))
+    for name in ("t3", "t1", "t2"):
+        lance.write_dataset(pa.table({"i": [1]}), namespace_client=ns, table_id=["meta", name], mode="create")
+    page = ns.list_tables(lance_namespace.ListTablesRequest(id=["meta"], limit=2))
+    assert page.tables == ["t1", "t2"] and page.page_token
+    rest = ns.list_tables(lance_namespace.ListTablesRequest(id=["meta"], limit=2, page_token=page.page_token))
+    assert rest.tables == ["t3"] and rest.page_token is None
+    ns.table_exists(lance_namespace.TableExistsRequest(id=["meta", "t1"]))
+    with pytest.raises(nserr.TableNotFoundError):
+        ns.table_exists(lance_namespace.TableExistsRequest(id=["meta", "nope"]))
+    with pytest.raises(nserr.TableAlreadyExistsError):
+        lance.write_dataset(pa.table({"i": [1]}), namespace_client=ns, table_id=["meta", "t1"], mode="create")
+    # describe_table: managed versioning, and no storage options (the server does not vend them)
+    status, body, _ = server.http("POST", "/v1/table/meta%24t1/describe?with_table_uri=true", {"id": ["meta", "t1"]})
+    assert status == 200 and body["managed_versioning"] is True and "storage_options" not in body
+    assert body["location"] == cat.table_info("meta.t1")["uri"]
+    _error(server.http("POST", "/v1/table/meta%24nope/describe", {}), 404, 4)
+    _error(server.http("POST", "/v1/table/meta%24t1/version/describe", {"version": 99}), 404, 11)
+    with pytest.raises(ValueError, match="Table version not found"):  # pylance's wording of code 11
+        lance.dataset(namespace_client=ns, table_id=["meta", "t1"], version=99)
+    # a one-part table id lives in the root namespace ("default"), which the delimiter alone names
+    lance.write_dataset(pa.table({"i": [7]}), namespace_client=ns, table_id=["solo"], mode="create")
+    assert cat.load_table("default.solo").to_arrow().column("i").to_pylist() == [7]
+    assert ns.list_tables(lance_namespace.ListTablesRequest(id=[])).tables == ["solo"]
+    status, body, _ = server.http("GET", "/v1/namespace/%24/table/list")
+    assert (status, body) == (200, {"tables": ["solo"]})
+    # drop
+    dropped = ns.drop_table(lance_namespace.DropTableRequest(id=["meta", "t3"]))
+    assert dropped.id == ["meta", "t3"] and sorted(cat.list_tables("meta")) == ["meta.t1", "meta.t2"]
+    with pytest.raises(nserr.NamespaceNotEmptyError):
+        ns.drop_namespace(lance_namespace.DropNamespaceRequest(id=["meta"]))
+    _error(server.http("POST", "/v1/namespace/meta/drop", {}), 409, 3)
+    ns.drop_namespace(lance_namespace.DropNamespaceRequest(id=["meta", "child"]))
+    assert ns.list_namespaces(lance_namespace.ListNamespacesRequest(id=["meta"])).namespaces == []
+    # what TesseraNamespace does not implement: the spec's "unsupported" (406, code 0)
+    tid = ["meta", "t1"]
+    for call, req in [
+        ("rename_table", lance_namespace.RenameTableRequest(id=tid, new_table_name="u")),
+        ("restore_table", lance_namespace.RestoreTableRequest(id=tid, version=1)),
+        ("count_table_rows", lance_namespace.CountTableRowsRequest(id=tid)),
+        ("register_table", lance_namespace.RegisterTableRequest(id=["meta", "r"], location="/tmp/x")),
+        ("deregister_table", lance_namespace.DeregisterTableRequest(id=tid)),
+        ("list_table_tags", lance_namespace.ListTableTagsRequest(id=tid)),
+        ("create_table_tag", lance_namespace.CreateTableTagRequest(id=tid, tag="x", version=1)),
+        ("get_table_stats", lance_namespace.GetTableStatsRequest(id=tid)),  # no such route here: 404, code 0
+    ]:
+        with pytest.raises(nserr.UnsupportedOperationError):
+            getattr(ns, call)(req)
+    _error(server.http("POST", "/v1/table/meta%24t1/rename", {"new_table_name": "u"}), 406, 0)
+    _error(server.http("POST", "/v1/table/meta%24t1/tags/list"), 406, 0)
+    _error(server.http("POST", "/v1/table/meta%24t1/frobnicate", {}), 404, 0)
+    _error(server.http("GET", "/v1/nothing"), 404, 0)
+    _error(server.http("POST", "/v1/table/meta%24t1/declare/"), 404, 0)  # no redirect
+    _error(server.http("GET", "/v1/table/meta%24t1/describe"), 405, 0)
+    assert sorted(cat.list_tables("meta")) == ["meta.t1", "meta.t2"]
+
+
+def _race(server, tid: list[str], writers: int = 4, commits: int = 4) -> None:
+    """``writers`` threads, each with its own client, append ``commits`` rows one commit at a time."""
+    lance.write_dataset(pa.table({"w": [-1], "k": [-1]}), namespace_client=server.client(), table_id=tid, mode="create")
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        ns = server.client()
+        try:
+            for k in range(commits):
+                lance.write_dataset(pa.table({"w": [w], "k": [k]}), namespace_client=ns, table_id=tid, mode="append")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not errors, errors
+
+
+def _check_race(server, tid: list[str], writers: int = 4, commits: int = 4) -> None:
+    with tessera.connect(warehouse=server.warehouse) as cat:
+        assert _same_everywhere(cat, server.client(), tid) == 1 + writers * commits
+        rows = cat.load_table(".".join(tid)).to_arrow()
+    got = sorted(zip(rows.column("w").to_pylist(), rows.column("k").to_pylist()))
+    assert got == [(-1, -1)] + [(w, k) for w in range(writers) for k in range(commits)]  # each commit exactly once
+
+
+def test_four_pylance_writers_race_through_the_server(server):
+    server.client().create_namespace(lance_namespace.CreateNamespaceRequest(id=["race"]))
+    _race(server, ["race", "t"])
+    _check_race(server, ["race", "t"])
+
+
+def test_requests_without_the_token_are_refused_and_write_nothing(server, cat):
+    server.client().create_namespace(lance_namespace.CreateNamespaceRequest(id=["auth"]))
+    before = _snapshot(cat, server.warehouse)
+    for headers in [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": TOKEN},
+        {"Authorization": f"Basic {TOKEN}"},
+    ]:
+        for method, path, body in [
+            ("POST", "/v1/namespace/evil/create", {"id": ["evil"]}),
+            ("POST", "/v1/table/auth%24t/declare", {"id": ["auth", "t"]}),
+            ("POST", "/v1/table/auth%24t/version/create", {"version": 1, "manifest_path": "x"}),
+            ("GET", "/v1/namespace/%24/list", None),
+            ("POST", "/v1/no/such/route", {}),
+        ]:
+            resp = server.http(method, path, body, headers=headers, auth=False)
+            _error(resp, 401, 16)
+            assert resp[2].get("www-authenticate") == "Bearer"
+    for token in (None, "wrong"):
+        ns = server.client(token=token)
+        with pytest.raises(nserr.UnauthenticatedError):
+            ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["evil"]))
+        with pytest.raises(Exception, match="(?i)unauthenticated|bearer"):
+            lance.write_dataset(pa.table({"i": [1]}), namespace_client=ns, table_id=["auth", "t"], mode="create")
+    assert _snapshot(cat, server.warehouse) == before
+    # the right token (pylance sends the property header.Authorization as the header Authorization)
+    lance.write_dataset(pa.table({"i": [1]}), namespace_client=server.client(), table_id=["auth", "t"], mode="create")
+    assert cat.load_table("auth.t").to_arrow().column("i").to_pylist() == [1]
+    assert re.search(r"request method=POST route=- status=401 ms=\d+\.\d code=16", server.log())
+
+
+def test_malformed_ids_and_bodies_are_refused_and_write_nothing(server, cat):
+    ns = server.client()
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["val"]))
+    lance.write_dataset(pa.table({"i": [1, 2]}), namespace_client=ns, table_id=["val", "t"], mode="create")
+    before = _snapshot(cat, server.warehouse)
+    bad_ids = [
+        "val%24%24t",  # empty part
+        "%24t",
+        "val%24",
+        "..",
+        "val%24..",
+        "val%24a.b",  # '.' would name a nested namespace
+        "val%2Ft",  # '/' (encoded)
+        "val%5Ct",  # '\'
+        "val%24t%01",  # control characters
+        "val%24t%0A",
+        "val%24" + "x" * 300,  # too long
+        "%24".join(["a"] * 17),  # too many parts
+    ]
+    for ident in bad_ids:
+        _error(server.http("POST", f"/v1/table/{ident}/declare", {}), 400, 13)
+        _error(server.http("POST", f"/v1/table/{ident}/version/create", {"version": 2, "manifest_path": "x"}), 400, 13)
+        _error(server.http("POST", f"/v1/namespace/{ident}/create", {}), 400, 13)
+    _error(server.http("POST", "/v1/table/%24/declare", {}), 400, 13)  # the root is no table
+    for delimiter in ("", "%2F", "%01", "x" * 9):
+        _error(server.http("POST", f"/v1/table/val%24t/describe?delimiter={delimiter}", {}), 400, 13)
+    # a part holding the delimiter cannot come from the path; in the body it differs from the path
+    _error(server.http("POST", "/v1/table/val%24t/declare", {"id": ["val$t"]}), 400, 13)
+    _error(server.http("POST", "/v1/table/val%24u/declare", {"id": ["val", "other"]}), 400, 13)
+    # other delimiters
+    for ident, delimiter in (("val.t", "."), ("val%3A%3At", "%3A%3A")):
+        status, body, _ = server.http("POST", f"/v1/table/{ident}/describe?delimiter={delimiter}", {})
+        assert status == 200 and body["location"] == cat.table_info("val.t")["uri"]
+    # bodies
+    for raw in (b"{not json", b"[1, 2]", b'"x"', b"[" * 60000):
+        _error(server.http("POST", "/v1/table/val%24t/version/create", raw), 400, 13)
+    _error(server.http("POST", "/v1/table/val%24t/version/create", {"version": "2", "manifest_path": "x"}), 400, 13)
+    _error(server.http("POST", "/v1/table/val%24t/version/create", {"manifest_path": "x"}), 400, 13)
+    _error(server.http("POST", "/v1/table/val%24u/declare", {"location": "/tmp/elsewhere"}), 400, 13)
+    for query in ("limit=-1", "limit=abc", "descending=maybe", "page_token=%01"):
+        _error(server.http("POST", f"/v1/table/val%24t/version/list?{query}"), 400, 13)
+    # oversized: by Content-Length (refused before reading) and streamed (chunked, no length)
+    big = {"id": ["val", "u"], "properties": {"k": "x" * MAX_BODY}}
+    _error(server.http("POST", "/v1/table/val%24u/declare", json.dumps(big).encode()), 413, 13)
+    chunks = [b'{"id": ["val", "u"], "properties": {"k": "'] + [b"x" * 8192] * 9 + [b'"}}']
+    _error(server.http("POST", "/v1/table/val%24u/declare", iter(chunks)), 413, 13)
+    _error(server.http("POST", "/v1/table/val%24u/declare", b"{}", headers={"Content-Length": "9999999"}), 413, 13)
+    # through pylance
+    with pytest.raises(nserr.InvalidInputError):
+        lance.write_dataset(pa.table({"i": [1]}), namespace_client=ns, table_id=["val", "a.b"], mode="create")
+    assert _snapshot(cat, server.warehouse) == before
+    assert cat.load_table("val.t").version == 1
+    assert lance.dataset(namespace_client=ns, table_id=["val", "t"]).to_table().column("i").to_pylist() == [1, 2]
+
+
+def test_two_worker_processes_serve_concurrent_writers(tmp_path):
+    token = "env-token-for-two-workers"
+    srv = Server(
+        tmp_path,
+        *("--workers", "2", "--vend-storage-options", "-s", "region=nowhere-1", "--commit-store", "catalog"),
+        token=token,
+        env={"TESSERA_SERVER_TOKEN": token},
+    )
+    try:
+        # both workers answer (each fresh connection goes to whichever worker accepts it)
+        pids: set[str] = set()
+        for _ in range(200):
+            assert srv.http("GET", "/v1/namespace/%24/list")[0] == 200
+            pids = set(re.findall(r"tessera\.server\[(\d+)\] request", srv.log()))
+            if len(pids) >= 2:
+                break
+        assert len(pids) == 2, srv.log()
+        _error(srv.http("GET", "/v1/namespace/%24/list", auth=False), 401, 16)  # the token from the environment
+        srv.client().create_namespace(lance_namespace.CreateNamespaceRequest(id=["mp"]))
+        _race(srv, ["mp", "t"])
+        _check_race(srv, ["mp", "t"])
+        # this server vends its storage options, and its tables commit through the catalog database
+        status, body, _ = srv.http("POST", "/v1/table/mp%24t/describe", {})
+        assert status == 200 and body["storage_options"] == {"region": "nowhere-1"}
+        with tessera.connect(warehouse=srv.warehouse) as cat:
+            assert cat.table_info("mp.t")["commit_store"] == "catalog"
+    finally:
+        srv.stop()
