@@ -164,7 +164,7 @@ class Table:
     @classmethod
     def open(
         cls,
-        uri: str,
+        uri: str | list[str],
         version: int | str | None = None,
         *,
         commit_store: str | ManifestStore | None = None,
@@ -183,6 +183,8 @@ class Table:
             if commit_store is not None:
                 raise InvalidArgumentError("a table opened through a namespace commits through it: no commit_store")
             return cls._open_in_namespace(namespace, uri, version, storage_options, retry)
+        if not isinstance(uri, str):
+            raise InvalidArgumentError(f"a table URI is a string (a list is a table id: pass namespace=), got {uri!r}")
         store = open_object_store(uri, storage_options)
         handler = make_handler(uri, commit_store, retry)
         try:

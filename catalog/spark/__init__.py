@@ -23,6 +23,10 @@ Options (keys are case-insensitive, values strings):
 ``table``                 a table *name*, resolved by a name resolver (see below)
 ``resolver``              ``module:function`` resolving ``table`` names
 ``commit_store``          external manifest store URL coordinating commits
+``namespace``             a Lance REST namespace URL (``tessera serve``): the
+                          table is ``table``'s id (``ns.table``) or the path,
+                          located by the namespace, and the job's commit goes
+                          through it (no store credentials on the cluster)
 ``storage.<key>``         one entry of ``storage_options`` (``storage.region``...)
 ``version`` / ``tag``     read: time travel to a version number or a tag
 ``columns``               read: comma-separated columns (Spark 4.3 does not pass
@@ -97,6 +101,7 @@ except ImportError as _exc:  # pragma: no cover - pyspark is an optional depende
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
 from tessera.catalog.errors import SparkOptionError, UnknownColumnError
+from tessera.commit.errors import TableNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +163,18 @@ class TableLocation:
     uri: str
     commit_store: str | None = None
     storage_options: dict[str, str] = field(default_factory=dict)
+    namespace: str | None = None  # a Lance REST namespace URL the table's commits go through
+    table_id: tuple[str, ...] = ()  # the table's id in that namespace
+
+    def open_table(self, version: int | str | None = None):
+        """The table at ``version`` (latest by default), through the namespace when there is one."""
+        from tessera.catalog.table import Table
+
+        if self.namespace is not None:
+            return Table.open(
+                list(self.table_id), version, namespace=self.namespace, storage_options=self.storage_options
+            )
+        return Table.open(self.uri, version, commit_store=self.commit_store, storage_options=self.storage_options)
 
 
 #: maps a table name and the data source options to its location
@@ -199,6 +216,8 @@ def resolve_location(options: Mapping[str, str]) -> TableLocation:
     opts = {k.lower(): v for k, v in options.items()}
     storage = {k[len(STORAGE_PREFIX) :]: v for k, v in opts.items() if k.startswith(STORAGE_PREFIX)}
     name, path = opts.get("table"), opts.get("path")
+    if opts.get("namespace"):
+        return _in_namespace(opts["namespace"], name or path, opts, storage)
     if name and path:
         raise SparkOptionError(f"give either a path ({path!r}) or a table name ({name!r}), not both")
     if name:
@@ -214,6 +233,36 @@ def resolve_location(options: Mapping[str, str]) -> TableLocation:
     if not path:
         raise SparkOptionError("no table given: use .load(uri) / .save(uri) or .option('table', name)")
     return TableLocation(normalize_uri(path), opts.get("commit_store") or None, storage)
+
+
+def _in_namespace(url: str, ident: str | None, opts: Mapping[str, str], storage: dict[str, str]) -> TableLocation:
+    """The location of table ``ident`` (``ns.table``) that the REST namespace at ``url`` describes."""
+    from tessera.commit.namespace_client import _call, _is_table_missing, connect_namespace
+
+    if not ident:
+        raise SparkOptionError(
+            "with option namespace, name the table: .option('table', 'ns.table') or .save('ns.table')"
+        )
+    if opts.get("commit_store"):
+        raise SparkOptionError("a table reached through a namespace commits through it: drop option commit_store")
+    try:
+        ns = connect_namespace(url)
+    except ValueError as exc:
+        raise SparkOptionError(str(exc)) from None
+    parts = tuple(ident.split("."))
+    from lance_namespace import DescribeTableRequest
+
+    try:
+        described = _call(ns, "describe_table", DescribeTableRequest, id=list(parts))
+    except Exception as exc:  # noqa: BLE001 - the namespace's error, typed
+        if _is_table_missing(exc):
+            raise TableNotFoundError(f"no table {ident} in the namespace at {url}") from exc
+        raise
+    vended = {str(k): str(v) for k, v in (described.get("storage_options") or {}).items()}
+    location = str(described.get("location") or described.get("table_uri") or "")
+    if not location:
+        raise SparkOptionError(f"the namespace at {url} names no location for {ident}")
+    return TableLocation(normalize_uri(location), None, {**vended, **storage}, url, parts)
 
 
 def _int_option(opts: Mapping[str, str], key: str, default: int | None) -> int | None:
@@ -249,19 +298,12 @@ class TesseraDataSource(DataSource):
 
     def _open(self):
         """The table at the version the options ask for (latest by default)."""
-        from tessera.catalog.table import Table
-
         loc = self.location
         version = _int_option(self.options, "version", None)
         tag = self.options.get("tag")
         if version is not None and tag:
             raise SparkOptionError("give either option version or option tag, not both")
-        return Table.open(
-            loc.uri,
-            version if version is not None else tag,
-            commit_store=loc.commit_store,
-            storage_options=loc.storage_options,
-        )
+        return loc.open_table(version if version is not None else tag)
 
     def _pushdown(self) -> bool:
         """Whether to push filters: the ``pushdown`` option, refused (a

@@ -202,6 +202,8 @@ class WritePlan:
     flush_rows: int
     retry: dict[str, str] = field(default_factory=dict)  # commit.retry.* options
     job: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    namespace: str | None = None  # a Lance REST namespace URL the commit goes through
+    table_id: tuple[str, ...] = ()
 
     def policy(self):
         """The job's retry policy (``commit.retry.*`` options)."""
@@ -214,6 +216,10 @@ class WritePlan:
 
     def handler(self):
         """The commit handler for the driver's commit, with the job's retry policy."""
+        if self.namespace is not None:
+            from tessera.commit.namespace_client import NamespaceCommitHandler, connect_namespace
+
+            return NamespaceCommitHandler(connect_namespace(self.namespace), list(self.table_id), self.policy())
         return make_handler(self.uri, self.commit_store, self.policy())
 
     def fields(self) -> list[lschema.LanceField]:
@@ -222,10 +228,9 @@ class WritePlan:
 
 def plan_write(location, spark_schema, overwrite: bool, options) -> TesseraWriter:
     """Open the table (if any) and fix the base version and the schema to write."""
-    from tessera.catalog.table import Table
 
     try:
-        table = Table.open(location.uri, commit_store=location.commit_store, storage_options=location.storage_options)
+        table = location.open_table()
     except TableNotFoundError:
         table = None
     if table is not None:
@@ -256,6 +261,8 @@ def plan_write(location, spark_schema, overwrite: bool, options) -> TesseraWrite
         max_rows_per_file=_positive(options, "max_rows_per_file", 1024 * 1024),
         flush_rows=_positive(options, "write_batch_rows", 128 * 1024),
         retry={k: v for k, v in dict(options).items() if k.lower().startswith("commit.retry.")},
+        namespace=location.namespace,
+        table_id=tuple(location.table_id),
     )
     plan.policy()  # a bad commit.retry.* option fails the job before any task runs
     log.info(
@@ -397,7 +404,7 @@ class TesseraWriter(DataSourceArrowWriter):
             log.info("tessera write job %s aborted; no files to remove", p.job)
             return
         store = open_object_store(p.uri, p.storage_options)
-        in_use = _referenced_since(store, make_handler(p.uri, p.commit_store), p.base_version)
+        in_use = _referenced_since(store, p.handler(), p.base_version)
         keep = [x for x in paths if x in in_use]
         if keep:
             log.warning("tessera write job %s: %d files are part of a committed version and are kept", p.job, len(keep))
