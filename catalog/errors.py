@@ -13,6 +13,7 @@ from tessera.commit.errors import (  # noqa: F401  (re-exported)
     CommitOutcomeUnknownError,
     CoordinatorMismatchError,
     IncompatibleTransactionError,
+    NamespaceError,
     TableNotFoundError,
     TooMuchContentionError,
     UnrecoverableCommitError,

@@ -171,6 +171,7 @@ class Table:
         storage_options: dict[str, str] | None = None,
         retry: RetryPolicy | None = None,
         namespace: Any = None,
+        namespace_properties: dict[str, str] | None = None,
     ) -> Table:
         """Open the latest version, a version number, or a tag name.
 
@@ -178,11 +179,13 @@ class Table:
         With ``namespace`` (a Lance Namespace client, or the ``http(s)://``
         URL of a REST namespace such as ``tessera serve``), ``uri`` is the
         table's id in it (``"sales.orders"`` or a list of parts) and every
-        commit goes through the namespace's ``create_table_version``."""
+        commit goes through the namespace's ``create_table_version``;
+        ``namespace_properties`` configure a URL's client
+        (``{"header.Authorization": "Bearer TOKEN"}``)."""
         if namespace is not None:
             if commit_store is not None:
                 raise InvalidArgumentError("a table opened through a namespace commits through it: no commit_store")
-            return cls._open_in_namespace(namespace, uri, version, storage_options, retry)
+            return cls._open_in_namespace(namespace, uri, version, storage_options, retry, namespace_properties)
         if not isinstance(uri, str):
             raise InvalidArgumentError(f"a table URI is a string (a list is a table id: pass namespace=), got {uri!r}")
         store = open_object_store(uri, storage_options)
@@ -214,27 +217,21 @@ class Table:
         version: int | str | None,
         storage_options: dict[str, str] | None,
         retry: RetryPolicy | None,
+        properties: dict[str, str] | None = None,
     ) -> Table:
         from lance_namespace import DescribeTableRequest
 
         from tessera.commit.namespace_client import NamespaceCommitHandler, _call, connect_namespace
 
         try:
-            ns = connect_namespace(namespace)
+            ns = connect_namespace(namespace, properties)
         except ValueError as exc:
             raise InvalidArgumentError(str(exc)) from None
         parts = table_id.split(".") if isinstance(table_id, str) else list(table_id)
         if not parts or not all(isinstance(p, str) and p for p in parts):
             raise InvalidArgumentError(f"a table id is 'namespace.table' or a list of parts, got {table_id!r}")
         handler = NamespaceCommitHandler(ns, parts, retry)
-        try:
-            described = _call(ns, "describe_table", DescribeTableRequest, id=parts)
-        except Exception as exc:  # noqa: BLE001 - the namespace's own error, typed here
-            from tessera.commit.namespace_client import _is_table_missing
-
-            if _is_table_missing(exc):
-                raise TableNotFoundError(f"no table {'.'.join(parts)} in the namespace") from exc
-            raise
+        described = _call(ns, "describe_table", DescribeTableRequest, id=parts)
         location = described.get("location") or described.get("table_uri")
         if not location:
             raise TableNotFoundError(f"the namespace names no location for {'.'.join(parts)}")

@@ -92,3 +92,8 @@ class PartialTransactionError(CommitError):
             f"of {lost} first; those tables do not hold this transaction's changes. Do not let writers commit "
             "by URI around the store to tables used in multi-table transactions"
         )
+
+
+class NamespaceError(CommitError):
+    """A Lance Namespace (a table reached through one) refused or failed a
+    request: unreachable, unauthenticated, or an error of its own."""

@@ -28,6 +28,7 @@ from . import store as tstore
 from .errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
+    NamespaceError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -37,15 +38,18 @@ from .retry import DEFAULT_POLICY, RetryPolicy
 __all__ = ["NamespaceCommitHandler", "connect_namespace", "root_relative"]
 
 
-def connect_namespace(namespace: Any) -> Any:
+def connect_namespace(namespace: Any, properties: dict[str, str] | None = None) -> Any:
     """A Lance Namespace client: an object as given, or an ``http(s)://`` URL
-    of a REST namespace (pylance's REST client)."""
+    of a REST namespace (pylance's REST client) with its ``properties``
+    (``{"header.Authorization": "Bearer TOKEN"}``...)."""
     if isinstance(namespace, str):
         if not namespace.startswith(("http://", "https://")):
             raise ValueError(f"a namespace URL is http(s)://host:port, got {namespace!r}")
         import lance_namespace
 
-        return lance_namespace.connect("rest", {"uri": namespace})
+        return lance_namespace.connect("rest", {**(properties or {}), "uri": namespace})
+    if properties:
+        raise ValueError("namespace properties go with a namespace URL, not with a client object")
     return namespace
 
 
@@ -58,12 +62,24 @@ def root_relative(store: ObjectStore) -> str:
     return store.uri.replace("\\", "/").lstrip("/")
 
 
+_DICT_METHODS = frozenset({"create_table_version", "describe_table_version"})
+
+
 def _call(ns: Any, method: str, model: type[Any], **fields: Any) -> dict[str, Any]:
     """Call ``ns.method`` with a request built from ``fields``; the answer as a dict.
     Python namespaces take the pydantic request, pylance's REST client a dict."""
     request = model(**{k: v for k, v in fields.items() if v is not None})
-    native = type(ns).__module__.startswith("lance.")
-    answer = getattr(ns, method)(request.model_dump(exclude_none=True) if native else request)
+    # pylance 14's own clients (lance.namespace) take dicts for these two, models for the rest
+    as_dict = type(ns).__module__.startswith("lance.") and method in _DICT_METHODS
+    try:
+        answer = getattr(ns, method)(request.model_dump(exclude_none=True) if as_dict else request)
+    except Exception as exc:  # noqa: BLE001 - every namespace failure, typed
+        where = "$".join(fields.get("id") or [])
+        if _is_version_missing(exc):
+            raise VersionNotFoundError(f"version {fields.get('version')} of {where} does not exist") from exc
+        if _is_table_missing(exc):
+            raise TableNotFoundError(f"no table {where} in the namespace") from exc
+        raise NamespaceError(f"{method} of {where} failed in the namespace: {exc}") from exc
     if hasattr(answer, "model_dump"):
         return dict(answer.model_dump())
     return dict(answer or {})
@@ -189,16 +205,9 @@ class NamespaceCommitHandler:
         """The table-relative manifest path of ``version`` (None: the latest)."""
         from lance_namespace import DescribeTableVersionRequest
 
-        try:
-            answer = _call(
-                self.ns, "describe_table_version", DescribeTableVersionRequest, id=self.table_id, version=version
-            )
-        except Exception as exc:  # noqa: BLE001 - classified below
-            if _is_version_missing(exc):
-                raise VersionNotFoundError(f"version {version} of {self.table_key} does not exist") from exc
-            if _is_table_missing(exc):
-                raise TableNotFoundError(f"no table {self.table_key} in the namespace") from exc
-            raise
+        answer = _call(
+            self.ns, "describe_table_version", DescribeTableVersionRequest, id=self.table_id, version=version
+        )
         entry = answer.get("version") or {}
         path = str(entry.get("manifest_path") or "")
         root = root_relative(store)

@@ -7,9 +7,12 @@ tests that need it are skipped with the reason.
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import socket
 import subprocess
+import sys
 import time
 import uuid
 
@@ -265,3 +268,81 @@ def new_dynamodb_store_url(moto: MotoServer) -> str:
     name = f"tessera-{uuid.uuid4().hex[:8]}"
     create_table(name, region="us-east-1", endpoint_url=moto.endpoint)
     return f"dynamodb:///{name}?region=us-east-1&endpoint_url={moto.endpoint}"
+
+
+class TesseraServer:
+    """A ``tessera serve`` process on loopback, its warehouse and its log."""
+
+    def __init__(self, tmp, *args: str, token: str | None, env: dict[str, str] | None = None) -> None:
+        self.warehouse = str(tmp / "wh")
+        self.token = token
+        self.port = free_port()
+        self.log_path = tmp / "server.log"
+        exe = os.path.join(os.path.dirname(sys.executable), "tessera")
+        cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "tessera.catalog.cli"]
+        cmd += ["--warehouse", self.warehouse, "serve", "--port", str(self.port), *args]
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
+        environ.update(env or {})
+        with open(self.log_path, "wb") as out:  # a file, not a pipe: a full pipe would stall the server
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=environ)
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited ({self.proc.returncode}):\n{self.log()}")
+            try:
+                self.http("GET", "/v1/namespace/%24/list")
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"the server does not answer:\n{self.log()}") from None
+                time.sleep(0.1)
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, token: str | None = "default"):
+        """pylance's REST namespace client; the token (default: the server's) as
+        the property ``header.Authorization``."""
+        token = self.token if token == "default" else token
+        props = {"uri": self.uri}
+        if token is not None:
+            props["header.Authorization"] = f"Bearer {token}"
+        import lance_namespace
+
+        return lance_namespace.connect("rest", props)
+
+    def http(self, method: str, path: str, body=None, headers: dict[str, str] | None = None, auth: bool = True):
+        """(status, JSON body or raw bytes, headers) of one request on a fresh connection."""
+        hdrs = {"Connection": "close"}
+        if auth and self.token:
+            hdrs["Authorization"] = f"Bearer {self.token}"
+        hdrs.update(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(
+                method, path, body=body, headers=hdrs, encode_chunked=not isinstance(body, (bytes, type(None)))
+            )
+            resp = conn.getresponse()
+            data = resp.read()
+            try:
+                parsed = json.loads(data) if data else None
+            except ValueError:
+                parsed = data
+            return resp.status, parsed, dict(resp.getheaders())
+        finally:
+            conn.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)

@@ -27,6 +27,8 @@ Options (keys are case-insensitive, values strings):
                           table is ``table``'s id (``ns.table``) or the path,
                           located by the namespace, and the job's commit goes
                           through it (no store credentials on the cluster)
+``namespace.<key>``       a property of the namespace client
+                          (``namespace.header.Authorization``)
 ``storage.<key>``         one entry of ``storage_options`` (``storage.region``...)
 ``version`` / ``tag``     read: time travel to a version number or a tag
 ``columns``               read: comma-separated columns (Spark 4.3 does not pass
@@ -101,7 +103,6 @@ except ImportError as _exc:  # pragma: no cover - pyspark is an optional depende
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
 from tessera.catalog.errors import SparkOptionError, UnknownColumnError
-from tessera.commit.errors import TableNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,7 @@ class TableLocation:
     storage_options: dict[str, str] = field(default_factory=dict)
     namespace: str | None = None  # a Lance REST namespace URL the table's commits go through
     table_id: tuple[str, ...] = ()  # the table's id in that namespace
+    namespace_properties: dict[str, str] = field(default_factory=dict)  # its client's properties
 
     def open_table(self, version: int | str | None = None):
         """The table at ``version`` (latest by default), through the namespace when there is one."""
@@ -172,7 +174,11 @@ class TableLocation:
 
         if self.namespace is not None:
             return Table.open(
-                list(self.table_id), version, namespace=self.namespace, storage_options=self.storage_options
+                list(self.table_id),
+                version,
+                namespace=self.namespace,
+                namespace_properties=self.namespace_properties,
+                storage_options=self.storage_options,
             )
         return Table.open(self.uri, version, commit_store=self.commit_store, storage_options=self.storage_options)
 
@@ -237,7 +243,7 @@ def resolve_location(options: Mapping[str, str]) -> TableLocation:
 
 def _in_namespace(url: str, ident: str | None, opts: Mapping[str, str], storage: dict[str, str]) -> TableLocation:
     """The location of table ``ident`` (``ns.table``) that the REST namespace at ``url`` describes."""
-    from tessera.commit.namespace_client import _call, _is_table_missing, connect_namespace
+    from tessera.commit.namespace_client import _call, connect_namespace
 
     if not ident:
         raise SparkOptionError(
@@ -245,24 +251,20 @@ def _in_namespace(url: str, ident: str | None, opts: Mapping[str, str], storage:
         )
     if opts.get("commit_store"):
         raise SparkOptionError("a table reached through a namespace commits through it: drop option commit_store")
+    props = {k[len("namespace.") :]: v for k, v in opts.items() if k.startswith("namespace.")}
     try:
-        ns = connect_namespace(url)
+        ns = connect_namespace(url, props)
     except ValueError as exc:
         raise SparkOptionError(str(exc)) from None
     parts = tuple(ident.split("."))
     from lance_namespace import DescribeTableRequest
 
-    try:
-        described = _call(ns, "describe_table", DescribeTableRequest, id=list(parts))
-    except Exception as exc:  # noqa: BLE001 - the namespace's error, typed
-        if _is_table_missing(exc):
-            raise TableNotFoundError(f"no table {ident} in the namespace at {url}") from exc
-        raise
+    described = _call(ns, "describe_table", DescribeTableRequest, id=list(parts))
     vended = {str(k): str(v) for k, v in (described.get("storage_options") or {}).items()}
     location = str(described.get("location") or described.get("table_uri") or "")
     if not location:
         raise SparkOptionError(f"the namespace at {url} names no location for {ident}")
-    return TableLocation(normalize_uri(location), None, {**vended, **storage}, url, parts)
+    return TableLocation(normalize_uri(location), None, {**vended, **storage}, url, parts, props)
 
 
 def _int_option(opts: Mapping[str, str], key: str, default: int | None) -> int | None:

@@ -204,6 +204,7 @@ class WritePlan:
     job: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     namespace: str | None = None  # a Lance REST namespace URL the commit goes through
     table_id: tuple[str, ...] = ()
+    namespace_properties: dict[str, str] = field(default_factory=dict)
 
     def policy(self):
         """The job's retry policy (``commit.retry.*`` options)."""
@@ -219,7 +220,8 @@ class WritePlan:
         if self.namespace is not None:
             from tessera.commit.namespace_client import NamespaceCommitHandler, connect_namespace
 
-            return NamespaceCommitHandler(connect_namespace(self.namespace), list(self.table_id), self.policy())
+            ns = connect_namespace(self.namespace, self.namespace_properties)
+            return NamespaceCommitHandler(ns, list(self.table_id), self.policy())
         return make_handler(self.uri, self.commit_store, self.policy())
 
     def fields(self) -> list[lschema.LanceField]:
@@ -263,6 +265,7 @@ def plan_write(location, spark_schema, overwrite: bool, options) -> TesseraWrite
         retry={k: v for k, v in dict(options).items() if k.lower().startswith("commit.retry.")},
         namespace=location.namespace,
         table_id=tuple(location.table_id),
+        namespace_properties=dict(location.namespace_properties),
     )
     plan.policy()  # a bad commit.retry.* option fails the job before any task runs
     log.info(

@@ -5,15 +5,10 @@ a second one, with two worker processes, serves concurrent writers."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
 import threading
-import time
 
 import numpy as np
 import pyarrow as pa
@@ -26,91 +21,13 @@ lance_namespace = pytest.importorskip("lance_namespace")
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 from lance_namespace import errors as nserr  # noqa: E402
+from tessera_test_services import TesseraServer  # noqa: E402
 
 TOKEN = "tessera-test-token-0123456789"
 MAX_BODY = 64 * 1024
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """A ``tessera serve`` process on loopback, its warehouse and its log."""
-
-    def __init__(self, tmp, *args: str, token: str | None, env: dict[str, str] | None = None) -> None:
-        self.warehouse = str(tmp / "wh")
-        self.token = token
-        self.port = _free_port()
-        self.log_path = tmp / "server.log"
-        exe = os.path.join(os.path.dirname(sys.executable), "tessera")
-        cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "tessera.catalog.cli"]
-        cmd += ["--warehouse", self.warehouse, "serve", "--port", str(self.port), *args]
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
-        environ.update(env or {})
-        with open(self.log_path, "wb") as out:  # a file, not a pipe: a full pipe would stall the server
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=environ)
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited ({self.proc.returncode}):\n{self.log()}")
-            try:
-                self.http("GET", "/v1/namespace/%24/list")
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"the server does not answer:\n{self.log()}") from None
-                time.sleep(0.1)
-
-    @property
-    def uri(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def client(self, token: str | None = "default"):
-        """pylance's REST namespace client; the token (default: the server's) as
-        the property ``header.Authorization``."""
-        token = self.token if token == "default" else token
-        props = {"uri": self.uri}
-        if token is not None:
-            props["header.Authorization"] = f"Bearer {token}"
-        return lance_namespace.connect("rest", props)
-
-    def http(self, method: str, path: str, body=None, headers: dict[str, str] | None = None, auth: bool = True):
-        """(status, JSON body or raw bytes, headers) of one request on a fresh connection."""
-        hdrs = {"Connection": "close"}
-        if auth and self.token:
-            hdrs["Authorization"] = f"Bearer {self.token}"
-        hdrs.update(headers or {})
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body).encode()
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            conn.request(
-                method, path, body=body, headers=hdrs, encode_chunked=not isinstance(body, (bytes, type(None)))
-            )
-            resp = conn.getresponse()
-            data = resp.read()
-            try:
-                parsed = json.loads(data) if data else None
-            except ValueError:
-                parsed = data
-            return resp.status, parsed, dict(resp.getheaders())
-        finally:
-            conn.close()
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+Server = TesseraServer
 
 
 @pytest.fixture(scope="module")
@@ -427,3 +344,24 @@ def test_two_worker_processes_serve_concurrent_writers(tmp_path):
             assert cat.table_info("mp.t")["commit_store"] == "catalog"
     finally:
         srv.stop()
+
+
+def test_tessera_writes_through_the_server_with_its_token(server, cat):
+    """A Tessera Table reached by the server's URL commits through it; without the token it is refused."""
+    ns = server.client()
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["remote"]))
+    tid = ["remote", "t"]
+    lance.write_dataset(pa.table({"i": [1, 2]}), namespace_client=ns, table_id=tid)
+    auth = {"header.Authorization": f"Bearer {TOKEN}"}
+    t = tessera.Table.open("remote.t", namespace=server.uri, namespace_properties=auth)
+    t.append(pa.table({"i": [3]}))
+    t.delete("i = 1")
+    assert t.version == 3
+    ds = lance.write_dataset(pa.table({"i": [4]}), namespace_client=ns, table_id=tid, mode="append")
+    assert ds.version == 4
+    t.append(pa.table({"i": [5]}))  # stale at 3: the server refuses 4, the writer rebases to 5
+    assert t.version == 5
+    assert sorted(cat.load_table("remote.t").to_arrow().column("i").to_pylist()) == [2, 3, 4, 5]
+    with pytest.raises(tessera.errors.NamespaceError, match="(?i)unauth|401|token"):
+        tessera.Table.open("remote.t", namespace=server.uri)
+    assert cat.load_table("remote.t").version == 5
