@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import threading
 
 import numpy as np
@@ -365,3 +366,26 @@ def test_tessera_writes_through_the_server_with_its_token(server, cat):
     with pytest.raises(tessera.errors.NamespaceError, match="(?i)unauth|401|token"):
         tessera.Table.open("remote.t", namespace=server.uri)
     assert cat.load_table("remote.t").version == 5
+
+
+def test_a_lost_reply_to_version_create_ends_in_one_commit(server, cat):
+    """A proxy drops the reply of /version/create after the server committed:
+    pylance reads the version back, finds its own manifest and succeeds."""
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from fault_proxy import FaultProxy
+
+    ns = server.client()
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["lossy"]))
+    tid = ["lossy", "t"]
+    lance.write_dataset(pa.table({"i": [1]}), namespace_client=ns, table_id=tid)
+    with FaultProxy("127.0.0.1", server.port) as proxy:
+        via = lance_namespace.connect(
+            "rest", {"uri": f"http://127.0.0.1:{proxy.port}", "header.Authorization": f"Bearer {TOKEN}"}
+        )
+        proxy.arm("/version/create", "drop")
+        ds = lance.write_dataset(pa.table({"i": [2]}), namespace_client=via, table_id=tid, mode="append")
+        assert proxy.fired.is_set()  # the reply really was lost
+    assert ds.version == 2
+    t = cat.load_table("lossy.t")
+    assert t.version == 2 and sorted(t.to_arrow().column("i").to_pylist()) == [1, 2]
+    assert [v["version"] for v in t.versions()] == [1, 2]
