@@ -53,3 +53,91 @@ def test_spark_appends_and_reads_through_the_namespace(spark, server):
         )
     assert cat.load_table("jobs.events").version == 4
     assert issubclass(SparkOptionError, tessera.TesseraError)
+
+
+_WRITER = """
+import json, sys
+import pyarrow as pa
+kind, w, n, warehouse, url = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+tid = ["race", "t"]
+if kind == "tessera":
+    import tessera
+    t = tessera.connect(warehouse=warehouse).load_table("race.t")
+    append = lambda rows: t.append(rows)
+else:
+    import lance, lance_namespace
+    import tessera  # registers "tessera"
+    ns = (lance_namespace.connect("tessera", {"warehouse": warehouse}) if kind == "plugin"
+          else lance_namespace.connect("rest", {"uri": url}))
+    append = lambda rows: lance.write_dataset(rows, namespace_client=ns, table_id=tid, mode="append")
+for k in range(n):
+    append(pa.table({"w": pa.array([w], pa.int64()), "k": pa.array([k], pa.int64())}))
+    print(json.dumps([w, k]), flush=True)  # acknowledged
+"""
+
+
+def test_pylance_tessera_and_spark_writers_race_on_one_table(spark, server, tmp_path):
+    """2 pylance processes through the Python plugin, 2 through the REST server,
+    4 Tessera Table processes and a Spark job append to one table at once:
+    every acknowledged commit is there exactly once, the versions are
+    contiguous, and pylance and Tessera read every version alike."""
+    import json
+    import subprocess
+    import sys
+    import threading
+
+    import lance_namespace
+
+    plugin = lance_namespace.connect("tessera", {"warehouse": server.warehouse, "commit_store": "native"})
+    plugin.create_namespace(lance_namespace.CreateNamespaceRequest(id=["race"]))
+    tid = ["race", "t"]
+    start = pa.table({"w": pa.array([-1], pa.int64()), "k": pa.array([-1], pa.int64())})
+    lance.write_dataset(start, namespace_client=plugin, table_id=tid)
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    n = 4
+    kinds = ["plugin", "plugin", "rest", "rest", "tessera", "tessera", "tessera", "tessera"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), kind, str(w), str(n), server.warehouse, server.uri],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w, kind in enumerate(kinds)
+    ]
+    spark_error: list[BaseException] = []
+
+    def spark_job() -> None:
+        try:
+            df = spark.createDataFrame([(100, k) for k in range(10)], "w long, k long")
+            df.write.format("tessera").mode("append").option("namespace", server.uri).save("race.t")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            spark_error.append(exc)
+
+    job = threading.Thread(target=spark_job)
+    job.start()
+    acked: list[tuple[int, int]] = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        acked += [tuple(json.loads(line)) for line in out.splitlines() if line.strip()]
+    job.join(300)
+    assert not spark_error, spark_error
+    acked += [(100, k) for k in range(10)]
+    assert len(acked) == len(kinds) * n + 10
+    cat = tessera.connect(warehouse=server.warehouse)
+    t = cat.load_table("race.t")
+    rows = t.to_arrow()
+    got = sorted(zip(rows.column("w").to_pylist(), rows.column("k").to_pylist()))
+    assert got == sorted(acked + [(-1, -1)])  # every acknowledged commit, exactly once, nothing else
+    assert t.version == 1 + len(kinds) * n + 1
+    assert [v["version"] for v in t.versions()] == list(range(1, t.version + 1))
+    for v in range(1, t.version + 1):
+        theirs = (
+            lance.dataset(namespace_client=plugin, table_id=tid, version=v)
+            .to_table()
+            .sort_by([("w", "ascending"), ("k", "ascending")])
+        )
+        ours = cat.load_table("race.t", version=v).to_arrow().sort_by([("w", "ascending"), ("k", "ascending")])
+        assert ours.equals(theirs), f"version {v} differs"
