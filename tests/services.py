@@ -273,13 +273,25 @@ def new_dynamodb_store_url(moto: MotoServer) -> str:
 class TesseraServer:
     """A ``tessera serve`` process on loopback, its warehouse and its log."""
 
-    def __init__(self, tmp, *args: str, token: str | None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp,
+        *args: str,
+        token: str | None,
+        env: dict[str, str] | None = None,
+        prelude: str | None = None,
+        port: int | None = None,
+    ) -> None:
+        """``prelude``: Python run in the server process before the CLI (a crash hook)."""
         self.warehouse = str(tmp / "wh")
         self.token = token
-        self.port = free_port()
-        self.log_path = tmp / "server.log"
+        self.port = port or free_port()
+        self.log_path = tmp / f"server-{self.port}.log"
         exe = os.path.join(os.path.dirname(sys.executable), "tessera")
-        cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "tessera.catalog.cli"]
+        if prelude is not None:
+            cmd = [sys.executable, "-c", f"{prelude}\nfrom tessera.catalog.cli import main\nmain()"]
+        else:
+            cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "tessera.catalog.cli"]
         cmd += ["--warehouse", self.warehouse, "serve", "--port", str(self.port), *args]
         environ = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
         environ.update(env or {})

@@ -389,3 +389,32 @@ def test_a_lost_reply_to_version_create_ends_in_one_commit(server, cat):
     t = cat.load_table("lossy.t")
     assert t.version == 2 and sorted(t.to_arrow().column("i").to_pylist()) == [1, 2]
     assert [v["version"] for v in t.versions()] == [1, 2]
+
+
+def test_a_server_killed_between_reserve_and_copy_is_finished_by_the_next_request(tmp_path):
+    """The server dies after reserving the version in the store, before the
+    manifest is published: pylance reports the outcome unknown, and the next
+    request to a restarted server finishes the commit."""
+    crash = "import os\nfrom tessera.commit import faults\nfaults.set_action(faults.RESERVED, lambda: os._exit(17))"
+    first = Server(tmp_path, "--commit-store", "catalog", token=None)
+    ns = first.client()
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["crash"]))
+    tid = ["crash", "t"]
+    lance.write_dataset(pa.table({"i": [1]}), namespace_client=ns, table_id=tid)
+    first.stop()
+    dying = Server(tmp_path, "--commit-store", "catalog", token=None, prelude=crash)
+    try:
+        with pytest.raises(OSError):
+            lance.write_dataset(pa.table({"i": [2]}), namespace_client=dying.client(), table_id=tid, mode="append")
+        assert dying.proc.wait(20) == 17  # it died at the fault point
+    finally:
+        dying.stop()
+    again = Server(tmp_path, "--commit-store", "catalog", token=None)
+    try:
+        ds = lance.dataset(namespace_client=again.client(), table_id=tid)  # finishes version 2
+        assert ds.version == 2 and sorted(ds.to_table().column("i").to_pylist()) == [1, 2]
+        cat = tessera.connect(warehouse=again.warehouse)
+        assert [v["version"] for v in cat.load_table("crash.t").versions()] == [1, 2]
+        cat.close()
+    finally:
+        again.stop()
