@@ -35,12 +35,20 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from lance_namespace import (
+    CountTableRowsRequest,
+    CountTableRowsResponse,
     CreateNamespaceRequest,
     CreateNamespaceResponse,
+    CreateTableTagRequest,
+    CreateTableTagResponse,
     CreateTableVersionRequest,
     CreateTableVersionResponse,
     DeclareTableRequest,
     DeclareTableResponse,
+    DeleteTableTagRequest,
+    DeleteTableTagResponse,
+    DeregisterTableRequest,
+    DeregisterTableResponse,
     DescribeNamespaceRequest,
     DescribeNamespaceResponse,
     DescribeTableRequest,
@@ -51,20 +59,33 @@ from lance_namespace import (
     DropNamespaceResponse,
     DropTableRequest,
     DropTableResponse,
+    GetTableTagVersionRequest,
+    GetTableTagVersionResponse,
     LanceNamespace,
     ListNamespacesRequest,
     ListNamespacesResponse,
     ListTablesRequest,
     ListTablesResponse,
+    ListTableTagsRequest,
+    ListTableTagsResponse,
     ListTableVersionsRequest,
     ListTableVersionsResponse,
     NamespaceExistsRequest,
     NamespaceExistsResponse,
+    RegisterTableRequest,
+    RegisterTableResponse,
+    RenameTableRequest,
+    RenameTableResponse,
+    RestoreTableRequest,
+    RestoreTableResponse,
     TableExistsRequest,
     TableExistsResponse,
     TableVersion,
+    UpdateTableTagRequest,
+    UpdateTableTagResponse,
 )
 from lance_namespace import errors as nserr
+from lance_namespace_urllib3_client.models.tag_contents import TagContents
 from pydantic import BaseModel
 
 from tessera.commit import faults
@@ -88,6 +109,7 @@ from tessera.stores.object_store import ObjectStore, open_object_store
 from . import errors as E
 from .catalog import Catalog, connect
 from .table import make_handler
+from .tags import Tags
 
 __all__ = ["TesseraNamespace", "register"]
 
@@ -126,6 +148,13 @@ def _translated() -> Iterator[None]:
         raise nserr.NamespaceAlreadyExistsError(str(exc)) from exc
     except E.NamespaceNotEmptyError as exc:
         raise nserr.NamespaceNotEmptyError(str(exc)) from exc
+    except E.TagError as exc:
+        text = str(exc)
+        if "already exists" in text:
+            raise nserr.TableTagAlreadyExistsError(text) from exc
+        if text.startswith("tag ") and "does not exist" in text:
+            raise nserr.TableTagNotFoundError(text) from exc
+        raise nserr.InvalidInputError(text) from exc
     except (E.InvalidNameError, E.InvalidArgumentError) as exc:
         raise nserr.InvalidInputError(str(exc)) from exc
     except CommitConflictError as exc:
@@ -162,6 +191,9 @@ class _TableAccess:
         if not clean.startswith(prefix):
             raise nserr.InvalidInputError(f"{path!r} is not inside the table {self.name} ({self.root})")
         return clean[len(prefix) :]
+
+    def tags(self) -> Tags:
+        return Tags(self.store)
 
     def latest(self) -> TableVersion | None:
         """The latest version's entry (None for a declared table without
@@ -380,6 +412,94 @@ class TesseraNamespace(LanceNamespace):
             info = self.catalog.table_info(ident)
             self.catalog.drop_table(ident, purge=True)
             return DropTableResponse(id=request.id, location=info["uri"])
+
+    def register_table(self, request: RegisterTableRequest) -> RegisterTableResponse:
+        request = _as(RegisterTableRequest, request)
+        with _translated():
+            if (request.mode or "create").lower() != "create":
+                raise nserr.UnsupportedOperationError("register_table supports mode 'create' only")
+            ident = self._table(request.id)
+            store = open_object_store(request.location, self.catalog.storage_options)
+            if not tstore.list_versions(store)[0]:
+                raise nserr.InvalidInputError(f"no Lance table at {request.location}: nothing to register")
+            info = self.catalog.declare_table(
+                ident, location=request.location, commit_store="native", properties=dict(request.properties or {})
+            )
+            return RegisterTableResponse(location=info["uri"], properties=self._str_props(info["properties"]) or None)
+
+    def deregister_table(self, request: DeregisterTableRequest) -> DeregisterTableResponse:
+        request = _as(DeregisterTableRequest, request)
+        with _translated():
+            ident = self._table(request.id)
+            info = self.catalog.table_info(ident)
+            self.catalog.drop_table(ident, purge=False)  # the data stays where it is
+            return DeregisterTableResponse(id=request.id, location=info["uri"])
+
+    def rename_table(self, request: RenameTableRequest) -> RenameTableResponse:
+        request = _as(RenameTableRequest, request)
+        with _translated():
+            old = self._table(request.id)
+            ns = ".".join(_parts(request.new_namespace_id)) if request.new_namespace_id else old[0]
+            self.catalog.rename_table(old, (ns, _parts([request.new_table_name])[0]))
+            return RenameTableResponse()
+
+    def count_table_rows(self, request: CountTableRowsRequest) -> CountTableRowsResponse:
+        request = _as(CountTableRowsRequest, request)
+        if request.branch:
+            raise nserr.UnsupportedOperationError("branches are not supported")
+        with _translated():
+            t = self.catalog.load_table(self._table(request.id), request.version)
+            return CountTableRowsResponse(count=t.count_rows(request.predicate))
+
+    def restore_table(self, request: RestoreTableRequest) -> RestoreTableResponse:
+        request = _as(RestoreTableRequest, request)
+        if request.branch:
+            raise nserr.UnsupportedOperationError("branches are not supported")
+        with _translated():
+            self.catalog.load_table(self._table(request.id)).restore(request.version)
+            return RestoreTableResponse()
+
+    # -- tags (the table's own _refs/tags, shared with pylance) --------------------------
+
+    def list_table_tags(self, request: ListTableTagsRequest) -> ListTableTagsResponse:
+        request = _as(ListTableTagsRequest, request)
+        with _translated():
+            tags = self._access(request.id).tags().list()
+            names, token = _page(sorted(tags), request.page_token, request.limit)
+            contents = {
+                n: TagContents.model_validate(
+                    {"version": int(tags[n]["version"]), "manifestSize": int(tags[n].get("manifestSize") or 0)}
+                )
+                for n in names
+            }
+            return ListTableTagsResponse(tags=contents, page_token=token)
+
+    def get_table_tag_version(self, request: GetTableTagVersionRequest) -> GetTableTagVersionResponse:
+        request = _as(GetTableTagVersionRequest, request)
+        with _translated():
+            return GetTableTagVersionResponse(version=self._access(request.id).tags().version_of(request.tag))
+
+    def create_table_tag(self, request: CreateTableTagRequest) -> CreateTableTagResponse:
+        request = _as(CreateTableTagRequest, request)
+        if request.branch:
+            raise nserr.UnsupportedOperationError("branches are not supported")
+        with _translated():
+            self._access(request.id).tags().create(request.tag, request.version)
+            return CreateTableTagResponse()
+
+    def update_table_tag(self, request: UpdateTableTagRequest) -> UpdateTableTagResponse:
+        request = _as(UpdateTableTagRequest, request)
+        if request.branch:
+            raise nserr.UnsupportedOperationError("branches are not supported")
+        with _translated():
+            self._access(request.id).tags().update(request.tag, request.version)
+            return UpdateTableTagResponse()
+
+    def delete_table_tag(self, request: DeleteTableTagRequest) -> DeleteTableTagResponse:
+        request = _as(DeleteTableTagRequest, request)
+        with _translated():
+            self._access(request.id).tags().delete(request.tag)
+            return DeleteTableTagResponse()
 
     # -- versions ------------------------------------------------------------------------
 

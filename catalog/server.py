@@ -442,9 +442,20 @@ class _App:
             req = op.model.model_validate(data)
         except ValidationError as exc:
             raise _invalid(f"bad {op.model.__name__}: {exc}"[:2000]) from None
-        if op.call == "declare_table" and getattr(req, "location", None) and not self.config.allow_client_locations:
-            raise _invalid("the server chooses table locations: declare_table takes no location")
+        location = getattr(req, "location", None) if op.call in ("declare_table", "register_table") else None
+        if location and not self.config.allow_client_locations and not self._in_warehouse(location):
+            raise _invalid(
+                f"{op.call}: {location!r} is outside the server's warehouse (the server chooses table locations)"
+            )
         return req
+
+    def _in_warehouse(self, location: str) -> bool:
+        """Whether ``location`` lies inside the catalog's warehouse (no '..' tricks)."""
+        root = self.ns.catalog.warehouse.rstrip("/")
+        if "://" not in root and "://" not in location:
+            root, location = os.path.realpath(root), os.path.realpath(location)
+        parts = location.replace("\\", "/").split("/")
+        return ".." not in parts and location.startswith(root + "/")
 
     def _reply(self, op: _Op, resp: Any) -> Response:
         if op.reply == "empty":

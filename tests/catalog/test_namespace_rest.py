@@ -172,27 +172,44 @@ def test_namespaces_tables_and_unsupported_routes(server, cat):
     _error(server.http("POST", "/v1/namespace/meta/drop", {}), 409, 3)
     ns.drop_namespace(lance_namespace.DropNamespaceRequest(id=["meta", "child"]))
     assert ns.list_namespaces(lance_namespace.ListNamespacesRequest(id=["meta"])).namespaces == []
-    # what TesseraNamespace does not implement: the spec's "unsupported" (406, code 0)
+    # tags, restore, count, rename, register/deregister: the same truth as Table
     tid = ["meta", "t1"]
-    for call, req in [
-        ("rename_table", lance_namespace.RenameTableRequest(id=tid, new_table_name="u")),
-        ("restore_table", lance_namespace.RestoreTableRequest(id=tid, version=1)),
-        ("count_table_rows", lance_namespace.CountTableRowsRequest(id=tid)),
-        ("register_table", lance_namespace.RegisterTableRequest(id=["meta", "r"], location="/tmp/x")),
-        ("deregister_table", lance_namespace.DeregisterTableRequest(id=tid)),
-        ("list_table_tags", lance_namespace.ListTableTagsRequest(id=tid)),
-        ("create_table_tag", lance_namespace.CreateTableTagRequest(id=tid, tag="x", version=1)),
-        ("get_table_stats", lance_namespace.GetTableStatsRequest(id=tid)),  # no such route here: 404, code 0
-    ]:
-        with pytest.raises(nserr.UnsupportedOperationError):
-            getattr(ns, call)(req)
-    _error(server.http("POST", "/v1/table/meta%24t1/rename", {"new_table_name": "u"}), 406, 0)
-    _error(server.http("POST", "/v1/table/meta%24t1/tags/list"), 406, 0)
-    _error(server.http("POST", "/v1/table/meta%24t1/frobnicate", {}), 404, 0)
+    lance.write_dataset(pa.table({"i": [2, 3]}), namespace_client=ns, table_id=tid, mode="append")
+    ns.create_table_tag(lance_namespace.CreateTableTagRequest(id=tid, tag="first", version=1))
+    assert ns.get_table_tag_version(lance_namespace.GetTableTagVersionRequest(id=tid, tag="first")).version == 1
+    assert cat.load_table("meta.t1").tags.get("first")["version"] == 1  # Tessera sees the tag
+    ns.update_table_tag(lance_namespace.UpdateTableTagRequest(id=tid, tag="first", version=2))
+    tags = ns.list_table_tags(lance_namespace.ListTableTagsRequest(id=tid)).tags
+    assert list(tags) == ["first"] and tags["first"].version == 2
+    ns.delete_table_tag(lance_namespace.DeleteTableTagRequest(id=tid, tag="first"))
+    assert ns.list_table_tags(lance_namespace.ListTableTagsRequest(id=tid)).tags == {}
+    with pytest.raises(nserr.InvalidInputError):
+        ns.create_table_tag(lance_namespace.CreateTableTagRequest(id=tid, tag="bad", version=99))
+    with pytest.raises(nserr.TableTagNotFoundError):
+        ns.delete_table_tag(lance_namespace.DeleteTableTagRequest(id=tid, tag="first"))
+    assert ns.count_table_rows(lance_namespace.CountTableRowsRequest(id=tid)).count == 3
+    assert ns.count_table_rows(lance_namespace.CountTableRowsRequest(id=tid, predicate="i > 1")).count == 2
+    ns.restore_table(lance_namespace.RestoreTableRequest(id=tid, version=1))
+    t1 = cat.load_table("meta.t1")
+    assert t1.version == 3 and t1.count_rows() == 1 and t1.versions()[-1]["operation"] == "restore"
+    ns.rename_table(lance_namespace.RenameTableRequest(id=tid, new_table_name="renamed"))
+    assert sorted(cat.list_tables("meta")) == ["meta.renamed", "meta.t2"]
+    gone = ns.deregister_table(lance_namespace.DeregisterTableRequest(id=["meta", "renamed"]))
+    assert os.path.isdir(gone.location)  # deregistered, data kept
+    ns.register_table(lance_namespace.RegisterTableRequest(id=["meta", "back"], location=gone.location))
+    assert cat.load_table("meta.back").count_rows() == 1
+    with pytest.raises(nserr.InvalidInputError):  # nothing there
+        ns.register_table(lance_namespace.RegisterTableRequest(id=["meta", "r"], location=str(cat.warehouse) + "/x"))
+    for outside in ("/etc", str(cat.warehouse) + "/../elsewhere"):  # a client does not choose server paths
+        with pytest.raises(nserr.InvalidInputError, match="outside the server's warehouse"):
+            ns.register_table(lance_namespace.RegisterTableRequest(id=["meta", "r"], location=outside))
+    with pytest.raises(nserr.UnsupportedOperationError):  # no such route here: 404, code 0
+        ns.get_table_stats(lance_namespace.GetTableStatsRequest(id=["meta", "back"]))
+    _error(server.http("POST", "/v1/table/meta%24back/frobnicate", {}), 404, 0)
     _error(server.http("GET", "/v1/nothing"), 404, 0)
-    _error(server.http("POST", "/v1/table/meta%24t1/declare/"), 404, 0)  # no redirect
-    _error(server.http("GET", "/v1/table/meta%24t1/describe"), 405, 0)
-    assert sorted(cat.list_tables("meta")) == ["meta.t1", "meta.t2"]
+    _error(server.http("POST", "/v1/table/meta%24back/declare/"), 404, 0)  # no redirect
+    _error(server.http("GET", "/v1/table/meta%24back/describe"), 405, 0)
+    assert sorted(cat.list_tables("meta")) == ["meta.back", "meta.t2"]
 
 
 def _race(server, tid: list[str], writers: int = 4, commits: int = 4) -> None:
