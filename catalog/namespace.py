@@ -516,7 +516,13 @@ class TesseraNamespace(LanceNamespace):
             if request.descending:
                 versions = versions[::-1]
             page, token = _page(versions, request.page_token, request.limit)
-            return ListTableVersionsResponse(versions=[t.version_entry(v) for v in page], page_token=token)
+            entries = []
+            for v in page:
+                try:
+                    entries.append(t.version_entry(v))
+                except VersionNotFoundError:
+                    continue  # recorded, but its manifest was cleaned up behind the store (pylance's cleanup)
+            return ListTableVersionsResponse(versions=entries, page_token=token)
 
     def describe_table_version(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
         request = _as(DescribeTableVersionRequest, request)

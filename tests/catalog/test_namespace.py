@@ -396,3 +396,28 @@ def test_tessera_writes_through_a_namespace(warehouse):
     assert got == sorted([2, 3, 5, 40, 6] + [100 * w + k for w in (1, 2, 3) for k in range(3)])
     with pytest.raises(tessera.errors.TableNotFoundError):
         tessera.Table.open("sales.nothing", namespace=ns)
+
+
+def test_pylance_cleanup_bypasses_the_namespace_and_nothing_crashes(warehouse):
+    """pylance's cleanup_old_versions deletes manifests behind the store's back:
+    the namespace lists what is left, an old version is a typed 'not found',
+    and the latest keeps working for both writers."""
+    import datetime as dt
+
+    props, cat = warehouse
+    ns = _ns(props)
+    tid = ["sales", "gc"]
+    ds = lance.write_dataset(pa.table({"i": [1]}), namespace_client=ns, table_id=tid, mode="create")
+    for i in range(2, 5):
+        ds = lance.write_dataset(pa.table({"i": [i]}), namespace_client=ns, table_id=tid, mode="append")
+    ds.cleanup_old_versions(older_than=dt.timedelta(0))
+    listed = ns.list_table_versions(lance_namespace.ListTableVersionsRequest(id=tid))
+    assert [v.version for v in listed.versions] == [4]
+    with pytest.raises(nserr.TableVersionNotFoundError):
+        ns.describe_table_version(lance_namespace.DescribeTableVersionRequest(id=tid, version=2))
+    with pytest.raises(tessera.errors.VersionNotFoundError):
+        cat.load_table("sales.gc", version=2)
+    t = cat.load_table("sales.gc")
+    t.append(pa.table({"i": [5]}))
+    ds = lance.write_dataset(pa.table({"i": [6]}), namespace_client=ns, table_id=tid, mode="append")
+    assert ds.version == 6 and sorted(t.refresh().to_arrow().column("i").to_pylist()) == [1, 2, 3, 4, 5, 6]
