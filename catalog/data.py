@@ -7,6 +7,8 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
+from tessera.format.schema import dictionary_value_supported
+
 from .errors import InvalidArgumentError
 
 
@@ -57,19 +59,23 @@ def iter_batches(reader: pa.RecordBatchReader) -> Iterable[pa.RecordBatch]:
 # back with those dtypes rather than float64/object. Tessera keeps that metadata in the
 # table's schema, so to_pandas round-trips them.
 #
-# pandas Categorical columns arrive as Arrow dictionary arrays. pylance 14 stores them
-# as dictionary columns; Tessera's file format has no dictionary logical type yet, so
-# they are stored as their value type (strings, mostly) -- the same values pylance
-# returns -- and the categories and ``ordered`` flag are kept in the pandas metadata so
-# that to_pandas gives back the same Categorical dtype.
+# pandas Categorical columns arrive as Arrow dictionary arrays and are stored, as
+# pylance 14 stores them, as dictionary columns (logical type dict:<value>:<index>:
+# <ordered>): Table.to_pandas() gives back a Categorical with the same categories, in
+# their order, and the ordered flag (which pylance does not keep). Categoricals whose
+# categories Lance cannot hold as dictionary values (dates, timestamps, decimals, ...;
+# pylance refuses them) are stored as their value type, the categories and ordered
+# flag kept in the pandas metadata; so were every Categorical's before Tessera wrote
+# dictionary columns, and to_pandas still reads such tables back as Categoricals.
 
 _PANDAS = b"pandas"
 _CATEGORIES = "tessera_categories"
 
 
 def from_pandas(df, schema: pa.Schema | None = None) -> pa.Table:
-    """A pandas DataFrame as an Arrow table (its index dropped), Categorical
-    columns decoded to their value type, the pandas metadata kept."""
+    """A pandas DataFrame as an Arrow table (its index dropped, the pandas
+    metadata kept): Categorical columns as dictionary columns, those whose
+    categories Lance cannot store as dictionary values decoded to their type."""
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
@@ -83,7 +89,7 @@ def from_pandas(df, schema: pa.Schema | None = None) -> pa.Table:
         raise InvalidArgumentError(f"cannot convert the DataFrame to Arrow: {e}") from e
     categorical = {}
     for i, field in enumerate(table.schema):
-        if pa.types.is_dictionary(field.type):
+        if pa.types.is_dictionary(field.type) and not dictionary_value_supported(field.type.value_type):
             column = table.column(i).cast(field.type.value_type)
             table = table.set_column(i, field.with_type(field.type.value_type), column)
             if field.name in df.columns and isinstance(df[field.name].dtype, pd.CategoricalDtype):
@@ -109,7 +115,8 @@ def from_pandas(df, schema: pa.Schema | None = None) -> pa.Table:
 def to_pandas(table: pa.Table, metadata: dict | None = None):
     """``table.to_pandas()``, honouring the pandas metadata Tessera keeps (the
     table's own, else ``metadata``, the table schema's): nullable dtypes come
-    back as written and Categorical columns as Categoricals."""
+    back as written and Categorical columns as Categoricals (dictionary columns
+    by themselves; Categoricals stored as their values from the metadata)."""
     import pandas as pd
 
     if not table.schema.metadata and metadata:

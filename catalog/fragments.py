@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from tessera import format as tformat
 from tessera.format import deletion as ldeletion
+from tessera.format import dictionary as ldictionary
 from tessera.format import manifest as lmanifest
 from tessera.format import schema as lschema
 from tessera.format.container import DATAFILE_VERSIONS
@@ -81,6 +82,8 @@ def write_fragments(
             if not batch.schema.equals(schema, check_metadata=False):
                 batch = conform_batch(batch, schema)
             pos = 0
+            if writer is not None and writer.num_rows and not writer.dictionaries_fit(batch):
+                finish()  # dictionaries too many for the index type together: a file of their own
             while pos < batch.num_rows:
                 if writer is None:
                     name = f"{uuid.uuid4().hex}.lance"
@@ -106,6 +109,10 @@ def one_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
         return arr
     if arr.num_chunks == 1:
         return arr.chunk(0)
+    if pa.types.is_dictionary(arr.type):
+        # pages sharing a dictionary join their indices; a union of dictionaries
+        # too large for the index type is a typed error (DictionaryOverflowError)
+        return ldictionary.concat(arr.chunks)
     return arr.combine_chunks()
 
 
@@ -127,6 +134,12 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, allow_extra: bool
         except ValueError:
             raise SchemaMismatchError(f"the data has no column {f.name!r}; it has {names}") from None
         if not col.type.equals(f.type):
+            if _dictionary_conflict(col.type, f.type):
+                raise SchemaMismatchError(
+                    f"column {f.name!r} is {col.type}, the table has {f.type}: dictionary (categorical) and "
+                    "plain columns, or dictionaries of other index or value types, are not converted into "
+                    "each other (pylance refuses them too); cast the data to the table's type first"
+                )
             try:
                 col = col.cast(f.type, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -135,6 +148,21 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, allow_extra: bool
             raise SchemaMismatchError(f"column {f.name!r} is not nullable but the data has {col.null_count} nulls")
         cols.append(col)
     return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _dictionary_conflict(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether data of type ``have`` is refused for a column of type ``want``:
+    a dictionary where the table has plain values or the other way round, or a
+    dictionary of another index or value type, at any depth (pylance 14
+    refuses every such append).  Dictionaries differing only in their ordered
+    flag are accepted (pylance has no such flag) and take the table's."""
+    if pa.types.is_dictionary(have) or pa.types.is_dictionary(want):
+        if not (pa.types.is_dictionary(have) and pa.types.is_dictionary(want)):
+            return True
+        return not (have.index_type.equals(want.index_type) and have.value_type.equals(want.value_type))
+    if have.id == want.id and have.num_fields == want.num_fields:
+        return any(_dictionary_conflict(have.field(i).type, want.field(i).type) for i in range(have.num_fields))
+    return False
 
 
 def _subtree_ids(f: lschema.LanceField) -> set[int]:
@@ -147,6 +175,8 @@ def _same_layout(a: pa.DataType, b: pa.DataType) -> bool:
     a list item's nullability), never another kind of value."""
     if a.equals(b):
         return True
+    if pa.types.is_dictionary(a) and pa.types.is_dictionary(b):  # the ordered flag aside
+        return a.index_type.equals(b.index_type) and a.value_type.equals(b.value_type)
     if a.id != b.id or a.num_fields != b.num_fields or a.num_fields == 0:
         return False
     if pa.types.is_fixed_size_list(a) and a.list_size != b.list_size:

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from . import schema as lschema
 from .container import ContainerReader, ContainerWriter, normalize_version
+from .dictionary import DictionaryBudget
 from .errors import ColumnNotFoundError, RowOutOfRangeError, SchemaMismatchError
 from .io import RangeReader, open_reader
 from .protos import file_pb2
@@ -85,6 +86,8 @@ class FileWriter:
         self._file = _open_for_writing(sink) if isinstance(sink, (str, os.PathLike)) else None
         self._sink: object = sink if self._file is None else self._file
         self._container = ContainerWriter(self._sink, self.version)
+        #: the distinct values the file's dictionary columns hold so far
+        self._dictionaries = DictionaryBudget(self.fields)
         codec = _codec(self.version)
         self._encoders = []
         self._first_columns = []
@@ -105,12 +108,19 @@ class FileWriter:
             )
         if batch.num_rows == 0:
             return
+        self._dictionaries.add(batch, self.fields)
         for i, enc in enumerate(self._encoders):
             col = batch.column(i)
             chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
             for chunk in chunks:
                 self._emit(i, enc.append(chunk))
         self.num_rows += batch.num_rows
+
+    def dictionaries_fit(self, batch: pa.RecordBatch | pa.Table) -> bool:
+        """Whether ``batch`` can join this file without its dictionary columns
+        holding more distinct values together than their index types address
+        (``write_batch`` refuses such a batch: start a new file for it)."""
+        return self._dictionaries.fits(batch, self.fields)
 
     def write(self, data) -> None:
         """Write a Table, RecordBatch or RecordBatchReader."""

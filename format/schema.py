@@ -4,7 +4,10 @@ Lance flattens a schema into ``lance.file.Field`` messages in pre-order (parents
 before children), with ids from 0, ``parent_id = -1`` at the top level and a
 textual logical type per field.  A list has one child named ``item``; a struct's
 children follow it; a fixed-size list is a single field whose element type lives
-in its logical type string.
+in its logical type string.  A dictionary (pandas Categorical) field is a leaf
+of logical type ``dict:<value>:<index>:<ordered>`` with ``encoding DICTIONARY``
+and an empty ``dictionary`` message, as pylance writes it; its pages hold the
+values dictionary-encoded (:attr:`LanceField.storage_type` is the value type).
 """
 
 from __future__ import annotations
@@ -42,10 +45,60 @@ _LOGICAL_TO_SIMPLE = {v: k for k, v in _SIMPLE_TO_LOGICAL.items()}
 _LOGICAL_TO_SIMPLE["utf8"] = pa.string()
 
 
+#: the index and value types of dictionary columns, as pylance 14 accepts them:
+#: any integer index; values of the types whose logical type is one word (it
+#: splits ``dict:<value>:<index>:<ordered>`` on ``:``), except the null type
+_DICT_INDEX_LOGICAL: tuple[str, ...] = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+_DICT_VALUE_LOGICAL: tuple[str, ...] = ("bool",) + _DICT_INDEX_LOGICAL + ("halffloat", "float", "double")
+_DICT_VALUE_LOGICAL += ("string", "binary", "large_string", "large_binary")
+
+
+def dictionary_value_supported(t: pa.DataType) -> bool:
+    """Whether a dictionary column may hold values of type ``t`` (pylance's set)."""
+    return _SIMPLE_TO_LOGICAL.get(t) in _DICT_VALUE_LOGICAL
+
+
+def _dictionary_logical_type(t: pa.DictionaryType) -> str:
+    value = _SIMPLE_TO_LOGICAL.get(t.value_type)
+    index = _SIMPLE_TO_LOGICAL.get(t.index_type)
+    if value not in _DICT_VALUE_LOGICAL:
+        raise UnsupportedTypeError(
+            f"Arrow type {t}: dictionary values of type {t.value_type} are not supported "
+            f"(Lance stores dictionaries of {', '.join(_DICT_VALUE_LOGICAL)})"
+        )
+    if index not in _DICT_INDEX_LOGICAL:  # pragma: no cover - Arrow indices are always integers
+        raise UnsupportedTypeError(f"Arrow type {t}: dictionary indices of type {t.index_type} are not supported")
+    # pylance writes ``false`` whatever the flag (arrow-rs has none) and ignores it on
+    # reading; Tessera records the flag so an ordered dictionary reads back ordered
+    return f"dict:{value}:{index}:{'true' if t.ordered else 'false'}"
+
+
+def _dictionary_arrow_type(logical: str) -> pa.DataType:
+    parts = logical.split(":")
+    if len(parts) != 4:
+        raise UnsupportedTypeError(
+            f"malformed Lance logical type {logical!r}: a dictionary type is 'dict:<value>:<index>:<ordered>'"
+        )
+    _, value, index, ordered = parts
+    if value not in _DICT_VALUE_LOGICAL:
+        raise UnsupportedTypeError(
+            f"Lance logical type {logical!r}: dictionary values of type {value!r} are not supported"
+        )
+    if index not in _DICT_INDEX_LOGICAL:
+        raise UnsupportedTypeError(
+            f"Lance logical type {logical!r}: dictionary indices of type {index!r} are not supported"
+        )
+    if ordered not in ("true", "false"):
+        raise UnsupportedTypeError(f"malformed Lance logical type {logical!r}: ordered must be 'true' or 'false'")
+    return pa.dictionary(_LOGICAL_TO_SIMPLE[index], _LOGICAL_TO_SIMPLE[value], ordered == "true")
+
+
 def logical_type_of(t: pa.DataType) -> str:
     """Lance's logical type string for an Arrow type."""
     if t in _SIMPLE_TO_LOGICAL:
         return _SIMPLE_TO_LOGICAL[t]
+    if pa.types.is_dictionary(t):
+        return _dictionary_logical_type(t)
     if pa.types.is_timestamp(t):
         return f"timestamp:{t.unit}:{t.tz if t.tz else '-'}"
     if pa.types.is_time32(t) or pa.types.is_time64(t):
@@ -66,7 +119,7 @@ def logical_type_of(t: pa.DataType) -> str:
         return "large_list.struct" if pa.types.is_struct(t.value_type) else "large_list"
     if pa.types.is_fixed_size_list(t):
         inner = t.value_type
-        if pa.types.is_nested(inner):
+        if pa.types.is_nested(inner) or pa.types.is_dictionary(inner):
             raise UnsupportedTypeError(f"fixed_size_list of {inner} is not supported")
         return f"fixed_size_list:{logical_type_of(inner)}:{t.list_size}"
     raise UnsupportedTypeError(f"Arrow type {t} has no Lance logical type in Tessera")
@@ -82,6 +135,8 @@ def arrow_type_of(logical: str, children: list[LanceField] | None = None) -> pa.
         return _LOGICAL_TO_SIMPLE[logical]
     parts = logical.split(":")
     head = parts[0]
+    if head == "dict":
+        return _dictionary_arrow_type(logical)
     try:
         if head == "timestamp" and len(parts) >= 3 and parts[1] in _UNITS:
             tz = ":".join(parts[2:])
@@ -122,6 +177,8 @@ def arrow_type_of(logical: str, children: list[LanceField] | None = None) -> pa.
 
 
 def _encoding_hint(t: pa.DataType) -> file_pb2.Encoding:
+    if pa.types.is_dictionary(t):
+        return file_pb2.DICTIONARY
     if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
         return file_pb2.NONE
     if pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t) or pa.types.is_large_string(t):
@@ -152,6 +209,19 @@ class LanceField:
     @property
     def arrow_type(self) -> pa.DataType:
         return arrow_type_of(self.logical_type, self.children)
+
+    @property
+    def is_dictionary(self) -> bool:
+        """A dictionary (categorical) leaf: ``dict:<value>:<index>:<ordered>``."""
+        return self.logical_type.startswith("dict:")
+
+    @property
+    def storage_type(self) -> pa.DataType:
+        """The type of the values a leaf's pages hold: the value type of a
+        dictionary field (its pages hold dictionary-encoded values of that
+        type), the field's own type otherwise."""
+        t = self.arrow_type
+        return t.value_type if pa.types.is_dictionary(t) else t
 
     def to_arrow(self) -> pa.Field:
         return pa.field(self.name, self.arrow_type, self.nullable, self.metadata or None)
@@ -215,12 +285,16 @@ class LanceField:
         )
         for k, v in self.metadata.items():
             p.metadata[k.decode() if isinstance(k, bytes) else k] = v
+        if self.is_dictionary:
+            # pylance writes an empty ``dictionary {}`` (the v1 location of the
+            # values, unused since file format 2.0) for every dictionary field
+            p.dictionary.SetInParent()
         return p
 
 
 def _from_arrow_field(f: pa.Field, next_id: list[int], parent_id: int) -> LanceField:
     t = f.type
-    if pa.types.is_dictionary(t) or pa.types.is_map(t) or pa.types.is_union(t):
+    if pa.types.is_map(t) or pa.types.is_union(t):
         raise UnsupportedTypeError(f"field {f.name!r}: Arrow type {t} is not supported by Tessera")
     node = LanceField(
         id=next_id[0],

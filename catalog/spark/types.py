@@ -55,6 +55,8 @@ def spark_type_of(t: pa.DataType, where: str = "") -> DataType:
     """The Spark type a column of Arrow type ``t`` reads as."""
     from pyspark.sql import types as T
 
+    if pa.types.is_dictionary(t):  # a Categorical column: Spark reads its values
+        return spark_type_of(t.value_type, where)
     simple = {
         pa.bool_(): T.BooleanType(),
         pa.int8(): T.ByteType(),

@@ -12,6 +12,7 @@ import bisect
 import numpy as np
 import pyarrow as pa
 
+from .. import dictionary as ldict
 from ..container import ARRAY_ENCODING_URL, ContainerReader, unpack_any
 from ..errors import CorruptFileError, UnsupportedEncodingError
 from ..protos import encodings_pb2 as pb
@@ -145,6 +146,8 @@ class _PageDecoder:
         raise UnsupportedEncodingError(f"{self.path}: nullable encoding without a case")
 
     def decode(self, enc: pb.ArrayEncoding, length: int, t: pa.DataType) -> pa.Array:
+        if pa.types.is_dictionary(t):
+            return self.dictionary_field(enc, length, t)
         kind = enc.WhichOneof("array_encoding")
         if kind == "binary":
             return self.binary(enc.binary, length, t)
@@ -228,6 +231,54 @@ class _PageDecoder:
             )
         return self.buffer(enc.flat.buffer)
 
+    def _bits(self, bitmap: pa.Buffer, length: int) -> np.ndarray:
+        return np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little", count=length).astype(bool)
+
+    def dictionary_field(self, enc: pb.ArrayEncoding, length: int, t: pa.DictionaryType) -> pa.Array:
+        """A page of a dictionary field.  pylance writes its ``Dictionary``
+        encoding with the page's dictionary as the items (a null row points
+        at a null item) and 0-based indices as wide as the field's; any other
+        encoding holds plain values, dictionary-encoded here.  The result holds
+        its nulls in the indices, never in the dictionary."""
+        validity, inner = self.nullable_values(enc, length, t)
+        if inner is not None and inner.WhichOneof("array_encoding") != "dictionary":
+            return ldict.as_dictionary(self.decode(enc, length, t.value_type), t, self.path)
+        if inner is None:
+            return pa.nulls(length, t)
+        d = inner.dictionary
+        n_items = d.num_dictionary_items
+        items = self.decode(d.items, n_items, t.value_type)
+        if len(items) != n_items:
+            raise CorruptFileError(self.path, f"dictionary of {n_items} items decoded {len(items)}")
+        ivalid, indices = self.nullable_values(d.indices, length, pa.uint64())
+        if indices is None:
+            return pa.nulls(length, t)
+        if indices.WhichOneof("array_encoding") != "flat":
+            raise UnsupportedEncodingError(
+                f"{self.path}: dictionary indices encoded as {indices.WhichOneof('array_encoding')!r}"
+            )
+        bits = indices.flat.bits_per_value
+        itype = {8: pa.uint8(), 16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}.get(bits)
+        if itype is None:
+            raise UnsupportedEncodingError(f"{self.path}: {bits}-bit dictionary indices")
+        codes = np.frombuffer(self.flat(indices, length, itype, None).buffers()[1], f"<u{bits // 8}", count=length)
+        valid = np.ones(length, dtype=bool)
+        for bitmap in (validity, ivalid):
+            if bitmap is not None:
+                valid &= self._bits(bitmap, length)
+        in_range = codes < n_items
+        if not in_range.all():
+            if np.any(valid & ~in_range):
+                raise CorruptFileError(
+                    self.path, f"dictionary index {int(codes[valid & ~in_range].max())} exceeds {n_items} items"
+                )
+            codes = np.where(in_range, codes, 0)
+        arr = ldict.from_indices(codes, items, t, valid, self.path)
+        # a row pointing at a null item is a null row, and the null items leave the
+        # dictionary: pylance hands them out (which pandas refuses as categories);
+        # its 2.1/2.2 pages hold none
+        return ldict.normalize_nulls(arr)
+
     def dictionary(self, enc: pb.Dictionary, length: int, t: pa.DataType) -> pa.Array:
         n_items = enc.num_dictionary_items
         items = self.decode(enc.items, n_items, t)
@@ -253,6 +304,8 @@ class _RowPicker(_PageDecoder):
 
     def pick(self, enc: pb.ArrayEncoding, length: int, t: pa.DataType, rows: np.ndarray) -> pa.Array:
         kind = enc.WhichOneof("array_encoding")
+        if pa.types.is_dictionary(t):
+            return self.decode(enc, length, t).take(pa.array(rows))
         if kind == "binary":
             return self.pick_binary(enc.binary, length, t, rows, None)
         if kind == "dictionary":
@@ -358,6 +411,8 @@ def _concat(pieces: list[pa.Array], t: pa.DataType) -> pa.Array:
         return pieces[0]
     if not pieces:
         return pa.array([], t)
+    if pa.types.is_dictionary(t):
+        return ldict.concat(pieces)
     return pa.concat_arrays(pieces)
 
 

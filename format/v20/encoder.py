@@ -7,10 +7,13 @@ pages without copying; small ones are concatenated.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import dictionary as ldict
 from ..container import ARRAY_ENCODING_URL, EncodedPage, pack_any
 from ..errors import UnsupportedTypeError
 from ..protos import encodings_pb2 as pb
@@ -255,6 +258,80 @@ class _BinaryEncoder(_ColumnEncoder):
         return EncodedPage(self.column, [_fixed_values(codes, 8), stored, body], n, _any(e))
 
 
+class _DictionaryEncoder(_ColumnEncoder):
+    """A dictionary field, as pylance writes it: every page a ``Dictionary``
+    encoding of its own dictionary (the Arrow dictionary written, unused and
+    repeated items kept) and 0-based indices as wide as the field's index
+    type.  Indices carry no validity: a null row points at a null item (the
+    dictionary's first, else one appended to the page's dictionary)."""
+
+    def __init__(self, column: int, page_size: int, t: pa.DictionaryType, name: str) -> None:
+        # small index types: one page a file, so pylance can join the pages' dictionaries
+        super().__init__(column, sys.maxsize if ldict.one_page(t) else page_size)
+        self.t = t
+        self.name = name
+        self.bits = t.index_type.bit_width
+
+    def nbytes(self, arr: pa.Array) -> int:
+        return ldict.index_bytes(arr)
+
+    def flush(self) -> list[EncodedPage]:
+        if not self._pending:
+            return []
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        arr = pending[0] if len(pending) == 1 else ldict.concat(pending)
+        return [self.encode(arr)] if len(arr) else []
+
+    def encode(self, arr: pa.Array) -> EncodedPage:
+        n = len(arr)
+        t = self.t
+        items = arr.dictionary
+        indices = arr.indices
+        codes = np.array(pc.fill_null(indices, 0).to_numpy(zero_copy_only=False), dtype=ldict.index_dtype(t))
+        if indices.null_count:
+            if items.null_count:  # the first null item
+                null_item = int(np.argmax(~np.asarray(items.is_valid().to_numpy(zero_copy_only=False), dtype=bool)))
+            else:
+                null_item = len(items)
+                if null_item > ldict.index_max(t):
+                    raise UnsupportedTypeError(
+                        f"field {self.name!r}: file format 2.0 stores a null of a dictionary column as an index "
+                        f"to a null item, and the {len(items)} items of this {t} dictionary leave no "
+                        f"{t.index_type} index for one; use a wider index type or file version 2.1 or later"
+                    )
+                items = pa.concat_arrays([items, pa.nulls(1, items.type)])
+            mask = np.asarray(indices.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            codes[mask] = null_item
+        item_enc, item_buffers = _dictionary_items(items, 1)
+        e = pb.ArrayEncoding()
+        e.dictionary.indices.CopyFrom(_no_nulls(_flat(self.bits, 0)))
+        e.dictionary.items.CopyFrom(item_enc)
+        e.dictionary.num_dictionary_items = len(items)
+        return EncodedPage(self.column, [codes.view(np.uint8)] + item_buffers, n, _any(e))
+
+
+def _dictionary_items(items: pa.Array, first_buffer: int) -> tuple[pb.ArrayEncoding, list]:
+    """The encoding and buffers of a dictionary's items: strings and binaries
+    as ``binary`` (nulls marked by the offset adjustment), fixed-width values
+    as ``nullable`` ``flat`` values."""
+    t = items.type
+    if _is_binary(t):
+        ends, body, null_mask = _binary_parts(items)
+        total = int(ends[-1]) if len(ends) else 0
+        enc, stored = _binary_encoding(ends, null_mask, total, first_buffer)
+        return enc, [stored, body]
+    bits = _bit_width(t)
+    items = _aligned(items)
+    if items.buffers()[1] is None:  # no value buffer (e.g. only nulls): zero bytes
+        items = pa.Array.from_buffers(
+            t, len(items), [items.buffers()[0], pa.py_buffer(bytes((len(items) * bits + 7) // 8))]
+        )
+    values = _fixed_values(items, bits)
+    if items.null_count:
+        return _some_nulls(first_buffer, _flat(bits, first_buffer + 1)), [_validity(items), values]
+    return _no_nulls(_flat(bits, first_buffer)), [values]
+
+
 class _StructEncoder(_ColumnEncoder):
     """A struct column: one buffer-less page per batch of rows."""
 
@@ -360,6 +437,8 @@ class FieldEncoder:
             self._build(f.children[0], page_size)
         elif pa.types.is_fixed_size_list(t):
             self._encoders.append((f, _FixedSizeListEncoder(col, page_size, t)))
+        elif pa.types.is_dictionary(t):
+            self._encoders.append((f, _DictionaryEncoder(col, page_size, t, f.name)))
         elif _is_binary(t):
             self._encoders.append((f, _BinaryEncoder(col, page_size)))
         elif pa.types.is_null(t):

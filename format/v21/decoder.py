@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 
+from .. import dictionary as ldict
 from ..container import PAGE_LAYOUT_URL, unpack_any
 from ..errors import CorruptFileError, UnsupportedEncodingError
 from ..protos import encodings21_pb2 as pb
@@ -46,7 +47,10 @@ class _Leaf:
         self.field = field
         self.column = column
         self.st = Structure(kinds)
-        self.type = field.arrow_type
+        #: the type of the values in the pages (a dictionary leaf's value type)
+        self.type = field.storage_type
+        #: the type the leaf is read as (its dictionary type for a dictionary leaf)
+        self.out_type = field.arrow_type
         self.pages: list[_PageBase] | None = None
         #: first row of each page, then the row count (set with ``pages``)
         self.row_starts: np.ndarray | None = None
@@ -134,11 +138,11 @@ class FieldDecoder:
                 raise UnsupportedEncodingError(f"{where}: page encoding stored as {loc!r} is not supported")
             kind, msg = _page_layout(page.encoding.direct.encoding, where, self.path)
             if kind == "mini_block_layout":
-                pages.append(MiniBlockPage(page, msg, leaf.st, leaf.type, where))
+                pages.append(MiniBlockPage(page, msg, leaf.st, leaf.type, where, leaf.out_type))
             elif kind == "full_zip_layout":
-                pages.append(FullZipPage(page, msg, leaf.st, leaf.type, where))
+                pages.append(FullZipPage(page, msg, leaf.st, leaf.type, where, leaf.out_type))
             elif kind == "all_null_layout":
-                pages.append(AllNullPage(page, msg, leaf.st, leaf.type, where))
+                pages.append(AllNullPage(page, msg, leaf.st, leaf.type, where, leaf.out_type))
             else:  # pragma: no cover - parse_page_layout rejects the rest
                 raise UnsupportedEncodingError(f"{where}: page layout {kind} is not supported")
         rows = [p.num_rows for p in pages]
@@ -288,7 +292,11 @@ class FieldDecoder:
                 defs = np.concatenate(
                     [p.defs if p.defs is not None else np.zeros(p.num_levels, dtype=np.uint16) for p in pieces]
                 )
-            values = pa.concat_arrays([p.values for p in pieces])
+            values = (
+                ldict.concat([p.values for p in pieces])
+                if pa.types.is_dictionary(leaf.out_type)
+                else pa.concat_arrays([p.values for p in pieces])
+            )
         if sum(p.num_rows for p in pieces) != num_rows:
             raise CorruptFileError(self.path, f"column {leaf.column}: pages returned the wrong number of rows")
         if st.has_lists and rep is None:

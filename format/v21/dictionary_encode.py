@@ -1,4 +1,5 @@
-"""Dictionary encoding of a mini-block page of strings or binaries (2.1/2.2).
+"""Dictionary encoding of a mini-block page of strings or binaries (2.1/2.2),
+and the pages of dictionary fields (:func:`from_dictionary`).
 
 A page whose values repeat a few distinct items is written as pylance 14
 writes low-cardinality strings: the mini-block chunks hold u32 indices (bit
@@ -30,8 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..encodings import general
+from ..errors import UnsupportedTypeError
 from ..protos import encodings21_pb2 as pb
-from .values_encode import FixedValues, VariableValues, variable
+from .values_encode import FixedValues, VariableValues, flat, from_arrays, variable
 
 #: values looked at before hashing a whole page
 SAMPLE = 4096
@@ -60,7 +62,12 @@ def _as_arrow(values: VariableValues) -> pa.Array:
 def _block(items: pa.Array, offset_bits: int) -> bytes:
     """The ``variable`` block of the dictionary items, with the page's offset width."""
     offs = np.frombuffer(items.buffers()[1], dtype=np.int64)[items.offset : items.offset + len(items) + 1]
-    data = memoryview(items.buffers()[2])[int(offs[0]) : int(offs[-1])]
+    return _variable_block(offs, items.buffers()[2], offset_bits)
+
+
+def _variable_block(offs: np.ndarray, data_buf, offset_bits: int) -> bytes:
+    """The ``variable`` block of items at ``offs`` (n + 1, any start) into ``data_buf``."""
+    data = memoryview(data_buf if data_buf is not None else b"")[int(offs[0]) : int(offs[-1])]
     rel = (offs - offs[0]).astype(f"<u{offset_bits // 8}")
     if offset_bits == 32:
         head = struct.pack("<II", 32, 8 + rel.nbytes)
@@ -87,17 +94,45 @@ def choose(values: VariableValues, version: str) -> Dictionary | None:
     if item_bytes + 4 * (k + 1) + values.n * index_bits / 8 > MAX_SIZE_RATIO * values.nbytes():
         return None
     indices = encoded.indices.to_numpy(zero_copy_only=False).astype("<u4")
-    raw = _block(items, values.offset_bits)
-    enc = variable(values.offset_bits)
-    if version == "2.1":
-        block = np.frombuffer(raw, dtype=np.uint8)
-    else:  # 2.2: general{LZ4} around the block, as pylance writes it
-        block = np.frombuffer(general.compress(general.LZ4, raw), dtype=np.uint8)
-        wrapped = pb.CompressiveEncoding()
-        wrapped.general.compression.scheme = pb.COMPRESSION_ALGORITHM_LZ4
-        wrapped.general.values.CopyFrom(enc)
-        enc = wrapped
+    block, enc = _wrap(_block(items, values.offset_bits), variable(values.offset_bits), version)
     return Dictionary(FixedValues(values.n, 32, indices.view(np.uint8), integer=True), block, enc, k)
+
+
+def _wrap(raw: bytes, enc: pb.CompressiveEncoding, version: str) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    """The dictionary block as stored: as is in 2.1, in 2.2 inside ``general{LZ4}``
+    (a u32 uncompressed size, then an LZ4 raw block), as pylance writes it."""
+    if version == "2.1":
+        return np.frombuffer(raw, dtype=np.uint8), enc
+    block = np.frombuffer(general.compress(general.LZ4, raw), dtype=np.uint8)
+    wrapped = pb.CompressiveEncoding()
+    wrapped.general.compression.scheme = pb.COMPRESSION_ALGORITHM_LZ4
+    wrapped.general.values.CopyFrom(enc)
+    return block, wrapped
+
+
+def from_dictionary(arr: pa.Array, version: str) -> Dictionary:
+    """The page of a dictionary field (visible values ``arr``, one dictionary,
+    no null items: see :func:`..dictionary.normalize_nulls`) as pylance writes
+    it: the Arrow dictionary as the page's items, unused and repeated ones
+    kept, and one index per value as wide as the field's index type (0 in
+    null slots).  Items are a ``variable`` block (offsets as wide as the value
+    type's) or a ``flat`` one (fixed-width values; booleans as bits)."""
+    t = arr.type
+    items = from_arrays([arr.dictionary])
+    if items is None:  # pragma: no cover - schema.py refuses dictionaries of nulls
+        raise UnsupportedTypeError(f"dictionary values of type {t.value_type} cannot be written")
+    if isinstance(items, VariableValues):
+        raw = _variable_block(items.offsets, items.data, items.offset_bits)
+        enc = variable(items.offset_bits)
+    else:
+        data = np.packbits(items.data, bitorder="little") if items.is_bits else items.data
+        raw = np.ascontiguousarray(data).tobytes()
+        enc = flat(items.bits_per_value)
+    block, enc = _wrap(raw, enc, version)
+    dt = np.dtype(f"<u{t.index_type.bit_width // 8}")
+    codes = np.asarray(arr.indices.fill_null(0).to_numpy(zero_copy_only=False)).astype(dt)
+    indices = FixedValues(len(arr), t.index_type.bit_width, codes.view(np.uint8), integer=True)
+    return Dictionary(indices, block, enc, items.n)
 
 
 def apply(layout: pb.PageLayout, buffers: list, d: Dictionary) -> list:

@@ -18,6 +18,11 @@ Layout per page:
 * ``mini_block_layout`` otherwise; strings and binaries whose page repeats a
   few distinct values store u32 indices there plus a dictionary of the items
   (:mod:`.dictionary_encode`).
+
+A dictionary field (an Arrow dictionary column) always gets mini-block pages
+of its indices, as wide as its index type, plus the page's dictionary (the
+Arrow dictionaries of its rows, unified), or an all-null page: what pylance
+writes and what its reader needs.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .. import dictionary as ldict
 from ..container import PAGE_LAYOUT_URL, EncodedPage, pack_any
 from ..errors import UnsupportedTypeError
 from ..protos import encodings21_pb2 as pb
@@ -56,6 +62,11 @@ class FieldEncoder:
             check_leaf_type(p.field.arrow_type, p.field.name)
         self._pending: list[list[LeafShred]] = [[] for _ in self.plans]
         self._pending_bytes = [0] * len(self.plans)
+        #: leaves cut into pages by size (not dictionary leaves with small indices:
+        #: one page a file, so pylance can join the pages' dictionaries)
+        self._paged = [
+            not (pa.types.is_dictionary(p.field.arrow_type) and ldict.one_page(p.field.arrow_type)) for p in self.plans
+        ]
 
     def append(self, array: pa.Array) -> list[EncodedPage]:
         """Buffer ``array`` (this field's values for some rows); return the pages that filled up."""
@@ -68,7 +79,7 @@ class FieldEncoder:
             for i, sh in enumerate(shred(piece, self.field, self.plans)):
                 self._pending[i].append(sh)
                 self._pending_bytes[i] += _shred_bytes(sh)
-                if self._pending_bytes[i] >= self.page_size:
+                if self._pending_bytes[i] >= self.page_size and self._paged[i]:
                     pages.extend(self._flush(i))
         return pages
 
@@ -85,7 +96,8 @@ class FieldEncoder:
         n = len(array)
         if n == 0:
             return
-        nbytes = max(array.nbytes, 1)
+        # a dictionary array's rows cost their indices (its dictionary is stored once a page)
+        nbytes = max(ldict.index_bytes(array) if pa.types.is_dictionary(array.type) else array.nbytes, 1)
         rows = max(1, int(n * (self.page_size / 2) / nbytes))
         if rows >= n:
             yield array
@@ -101,7 +113,7 @@ class FieldEncoder:
 
 
 def _shred_bytes(sh: LeafShred) -> int:
-    n = sh.values.nbytes
+    n = ldict.index_bytes(sh.values) if pa.types.is_dictionary(sh.values.type) else sh.values.nbytes
     if sh.rep is not None:
         n += sh.rep.nbytes
     if sh.defs is not None:
@@ -140,7 +152,13 @@ class _Unchunkable(Exception):
 def _encode_rows(plan, column, rep, raw_defs, arrays, num_rows, num_levels, version) -> list[EncodedPage]:
     large = version != "2.1"
     levels = compact_levels(plan, rep, raw_defs, num_levels)
-    values = from_arrays(arrays)
+    dictionary = None  # a dictionary leaf's values: one array of the page's one dictionary
+    if pa.types.is_dictionary(arrays[0].type):
+        dictionary = ldict.concat(arrays)
+        arrays = [dictionary]
+        values = None if len(dictionary.dictionary) == 0 else from_arrays([dictionary.indices])
+    else:
+        values = from_arrays(arrays)
     nvis = sum(len(a) for a in arrays)
     valid = None  # visible values that are not null
     if levels.defs is not None:
@@ -158,6 +176,7 @@ def _encode_rows(plan, column, rep, raw_defs, arrays, num_rows, num_levels, vers
         valid = None  # every visible value is masked: any bytes will do
     if (
         large
+        and dictionary is None  # pylance writes no constant pages for dictionary fields
         and levels.rep is None
         # pylance turns every slot with a definition level into a null on a
         # constant page too: not for a non-nullable leaf below null parents
@@ -170,7 +189,10 @@ def _encode_rows(plan, column, rep, raw_defs, arrays, num_rows, num_levels, vers
         layout, buffers = _all_null(levels, values.value_bytes(values.first_valid_index(valid)))
     else:
         try:
-            buffers, layout = _encode_values(plan, levels, values, num_rows, large, valid)
+            if dictionary is not None:
+                buffers, layout = _encode_dictionary(levels, dictionary, plan.max_rep, large)
+            else:
+                buffers, layout = _encode_values(plan, levels, values, num_rows, large, valid)
         except _Unchunkable as exc:
             if rep is None or num_rows < 2:
                 raise UnsupportedTypeError(
@@ -180,7 +202,7 @@ def _encode_rows(plan, column, rep, raw_defs, arrays, num_rows, num_levels, vers
             # split at a row boundary: the halves have fewer invisible items in a row
             cut = int(np.flatnonzero(rep == plan.max_rep)[num_rows // 2])
             left_vis = cut if levels.visible is None else int(np.count_nonzero(levels.visible[:cut]))
-            arr = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+            arr = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)  # one array for a dictionary leaf
             halves = (
                 (slice(0, cut), arr.slice(0, left_vis), num_rows // 2, cut),
                 (slice(cut, None), arr.slice(left_vis), num_rows - num_rows // 2, num_levels - cut),
@@ -191,6 +213,17 @@ def _encode_rows(plan, column, rep, raw_defs, arrays, num_rows, num_levels, vers
                 pages.extend(_encode_rows(plan, column, rep[sl], part_defs, [part], rows, nlev, version))
             return pages
     return [EncodedPage(column, buffers, num_rows, pack_any(PAGE_LAYOUT_URL, layout))]
+
+
+def _encode_dictionary(levels: PageLevels, arr: pa.Array, max_rep: int, large: bool):
+    """A dictionary field's page: always mini-block indices plus the page's
+    dictionary, as pylance writes it (its reader needs the dictionary)."""
+    d = dictionary_encode.from_dictionary(arr, "2.2" if large else "2.1")
+    try:
+        buffers, layout = encode_miniblock(levels, d.indices, max_rep, large)
+    except ChunkingError as exc:
+        raise _Unchunkable(str(exc)) from exc
+    return dictionary_encode.apply(layout, buffers, d), layout
 
 
 def _is_wide(values: LeafValues, valid: np.ndarray | None) -> bool:

@@ -15,6 +15,11 @@ reads a row range in two steps, so a caller can batch the I/O of many pages:
 ``decode`` returns a :class:`Piece`: the page's repetition levels, its
 definition levels mapped to the column's canonical codes, and the values of
 the visible items as an Arrow array of the leaf type (no validity yet).
+
+A dictionary leaf (``out_type`` a dictionary type) decodes its values as the
+dictionary's value type ``t``; a page with a dictionary gives a DictionaryArray
+of its indices into the page's items, any other page its values encoded as
+``out_type`` (:mod:`..dictionary`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from .. import dictionary as ldict
 from ..errors import CorruptFileError, UnsupportedEncodingError
 from . import compressive as cz
 from .layout import DEF_LEVELS, LIST_LAYERS, NULL_AND_EMPTY_LIST, NULLABLE_ITEM, NULLABLE_LIST, check_layers
@@ -66,10 +72,12 @@ def _joined(bufs) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _PageBase:
-    def __init__(self, page, st: Structure, t: pa.DataType, where: str) -> None:
+    def __init__(self, page, st: Structure, t: pa.DataType, where: str, out_type: pa.DataType | None = None) -> None:
         self.where = where
         self.st = st
         self.t = t
+        #: the dictionary type of a dictionary leaf (its values are of type ``t``)
+        self.out = out_type if out_type is not None and pa.types.is_dictionary(out_type) else None
         self.num_rows = int(page.length)
         self.buffers = list(zip((int(o) for o in page.buffer_offsets), (int(n) for n in page.buffer_sizes)))
         self.meta_loaded = False
@@ -84,6 +92,8 @@ class _PageBase:
 
     def _finish(self, rep, page_defs, values: pa.Array, num_rows: int, num_levels: int) -> Piece:
         defs = canonical_defs(page_defs, self.lut, self.where)
+        if self.out is not None:
+            values = ldict.as_dictionary(values, self.out, self.where)
         return Piece(rep, defs, values, num_rows, num_levels)
 
     def meta_ranges(self) -> list[tuple[int, int]]:
@@ -149,8 +159,10 @@ def select_rows(piece: Piece, rows: np.ndarray, st: Structure) -> Piece:
 
 
 class MiniBlockPage(_PageBase):
-    def __init__(self, page, msg, st: Structure, t: pa.DataType, where: str) -> None:
-        super().__init__(page, st, t, where)
+    def __init__(
+        self, page, msg, st: Structure, t: pa.DataType, where: str, out_type: pa.DataType | None = None
+    ) -> None:
+        super().__init__(page, st, t, where, out_type)
         self._init_layers(msg)
         self.has_rep = msg.HasField("rep_compression")
         self.has_def = msg.HasField("def_compression")
@@ -330,6 +342,10 @@ class MiniBlockPage(_PageBase):
                 idx = idx[sel]
             if idx.size and int(idx.max()) >= len(items):
                 idx = self._check_null_indices(idx, defs, len(items))
+            if self.out is not None:  # a dictionary leaf keeps the page's dictionary
+                if len(items) == 0:  # every value null (checked above)
+                    return pa.nulls(idx.size, self.out)
+                return ldict.from_indices(idx, items, self.out, where=self.where)
             return items.take(pa.array(idx))
         arr = to_arrow(vals, self.t)
         if isinstance(sel, slice):
@@ -453,8 +469,10 @@ class MiniBlockPage(_PageBase):
 
 
 class FullZipPage(_PageBase):
-    def __init__(self, page, msg, st: Structure, t: pa.DataType, where: str) -> None:
-        super().__init__(page, st, t, where)
+    def __init__(
+        self, page, msg, st: Structure, t: pa.DataType, where: str, out_type: pa.DataType | None = None
+    ) -> None:
+        super().__init__(page, st, t, where, out_type)
         self._init_layers(msg)
         self.bits_rep = int(msg.bits_rep)
         self.bits_def = int(msg.bits_def)
@@ -661,8 +679,10 @@ class FullZipPage(_PageBase):
 class AllNullPage(_PageBase):
     """AllNullLayout: no values (2.1), or (2.2) a constant page when a value is stored."""
 
-    def __init__(self, page, info, st: Structure, t: pa.DataType, where: str) -> None:
-        super().__init__(page, st, t, where)
+    def __init__(
+        self, page, info, st: Structure, t: pa.DataType, where: str, out_type: pa.DataType | None = None
+    ) -> None:
+        super().__init__(page, st, t, where, out_type)
         self.info = info
         self.layers = info.layers
         self.lut = st.page_lut(self.layers, where)

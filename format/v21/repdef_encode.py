@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from .. import dictionary as ldict
 from ..errors import UnsupportedTypeError
 from ..protos import encodings21_pb2 as pb
 from ..schema import LanceField
@@ -241,6 +242,8 @@ def shred(array: pa.Array, field: LanceField, plans: list[LeafPlan]) -> list[Lea
             child, st = _expand_list(arr, st, depth, _REP_TOP - nlists)
             walk(child, f.children[0], st, depth + 1, nlists + 1)
         else:
+            if pa.types.is_dictionary(arr.type):  # rows pointing at null items are null rows
+                arr = ldict.normalize_nulls(arr)
             st = _apply_validity(arr, st, _base(depth))
             if st.idx is not None:
                 arr = arr.take(pa.array(st.idx[st.idx >= 0]))

@@ -302,6 +302,9 @@ def with_validity(arr: pa.Array, valid: np.ndarray | None) -> pa.Array:
         return pa.Array.from_buffers(t, len(arr), [bitmap_from_bool(valid)], children=kids)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         raise TypeError("with_validity is for leaf arrays")
+    if pa.types.is_dictionary(t):  # the validity goes on the indices
+        indices = with_validity(arr.indices, valid)
+        return pa.DictionaryArray.from_arrays(indices, arr.dictionary, ordered=t.ordered, safe=False)
     return pa.Array.from_buffers(t, len(arr), [bitmap] + arr.buffers()[1:], offset=arr.offset)
 
 

@@ -171,6 +171,12 @@ def _byte_width(t: pa.DataType) -> int | None:
 
 def check_leaf_type(t: pa.DataType, name: str) -> None:
     """Raise :class:`UnsupportedTypeError` unless a leaf of type ``t`` can be written."""
+    if pa.types.is_dictionary(t):
+        from ..schema import dictionary_value_supported
+
+        if not dictionary_value_supported(t.value_type):
+            raise UnsupportedTypeError(f"field {name!r}: dictionaries of {t.value_type} cannot be written")
+        return
     if pa.types.is_null(t) or pa.types.is_boolean(t) or _byte_width(t) is not None:
         return
     if pa.types.is_struct(t):  # only as a packed struct leaf

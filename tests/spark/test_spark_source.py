@@ -454,3 +454,16 @@ def test_register_lifts_the_per_row_arrow_byte_cap_unless_the_session_set_one(sp
         assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(5000))
     finally:
         tspark.activate(spark)
+
+
+def test_spark_reads_a_categorical_column_as_its_values(spark, tmp_path):
+    import pandas as pd
+
+    uri = str(tmp_path / "cat")
+    df = pd.DataFrame({"id": [1, 2, 3, 4], "g": pd.Categorical(["lo", "hi", None, "lo"])})
+    t = Table.create(uri, df)
+    assert pa.types.is_dictionary(t.schema.field("g").type)
+    back = spark.read.format("tessera").load(uri)
+    assert dict(back.dtypes)["g"] == "string"
+    assert sorted((r.id, r.g) for r in back.collect()) == [(1, "lo"), (2, "hi"), (3, None), (4, "lo")]
+    assert back.where("g = 'lo'").count() == 2
