@@ -252,12 +252,17 @@ def test_connect_by_short_name_or_class_path(order, tmp_path):
     assert out.stdout.startswith("TesseraNamespace TesseraNamespace('sqlite:")
 
 
-@pytest.mark.parametrize("store", ["native", "catalog", "dynamodb"])
-def test_pylance_through_the_namespace_on_s3(store, moto_server, tmp_path):
+@pytest.mark.parametrize("store", ["native", "catalog", "dynamodb", "redis", "postgres"])
+def test_pylance_through_the_namespace_on_s3(store, moto_server, tmp_path, request):
     from tessera_test_services import new_dynamodb_store_url
 
     bucket = moto_server.new_bucket()
-    commit_store = new_dynamodb_store_url(moto_server) if store == "dynamodb" else store
+    if store == "dynamodb":
+        commit_store = new_dynamodb_store_url(moto_server)
+    elif store in ("redis", "postgres"):
+        commit_store = request.getfixturevalue(f"{store}_url")
+    else:
+        commit_store = store
     opts = moto_server.storage_options()
     props = {
         "warehouse": f"s3://{bucket}/wh",
