@@ -281,9 +281,12 @@ class TesseraServer:
         env: dict[str, str] | None = None,
         prelude: str | None = None,
         port: int | None = None,
+        warehouse: str | None = None,
+        catalog: str | None = None,
     ) -> None:
-        """``prelude``: Python run in the server process before the CLI (a crash hook)."""
-        self.warehouse = str(tmp / "wh")
+        """``prelude``: Python run in the server process before the CLI (a crash hook);
+        ``warehouse`` (default ``tmp/wh``) and ``catalog`` (a database URL) as the CLI takes them."""
+        self.warehouse = warehouse or str(tmp / "wh")
         self.token = token
         self.port = port or free_port()
         self.log_path = tmp / f"server-{self.port}.log"
@@ -292,7 +295,8 @@ class TesseraServer:
             cmd = [sys.executable, "-c", f"{prelude}\nfrom tessera.catalog.cli import main\nmain()"]
         else:
             cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "tessera.catalog.cli"]
-        cmd += ["--warehouse", self.warehouse, "serve", "--port", str(self.port), *args]
+        cmd += ["--warehouse", self.warehouse, *(["--catalog", catalog] if catalog else [])]
+        cmd += ["serve", "--port", str(self.port), *args]
         environ = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
         environ.update(env or {})
         with open(self.log_path, "wb") as out:  # a file, not a pipe: a full pipe would stall the server
