@@ -426,3 +426,19 @@ def test_pylance_cleanup_bypasses_the_namespace_and_nothing_crashes(warehouse):
     t.append(pa.table({"i": [5]}))
     ds = lance.write_dataset(pa.table({"i": [6]}), namespace_client=ns, table_id=tid, mode="append")
     assert ds.version == 6 and sorted(t.refresh().to_arrow().column("i").to_pylist()) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_pylance_writer_by_uri_beside_the_namespace_is_adopted(warehouse):
+    """pylance opening the table by URI commits straight to storage, bypassing
+    the namespace: the next namespace request adopts that version (never
+    overwritten, never lost), and writers through the namespace continue after it."""
+    props, cat = warehouse
+    ns = _ns(props)
+    tid = ["sales", "bypass"]
+    lance.write_dataset(pa.table({"i": [1]}), namespace_client=ns, table_id=tid, mode="create")
+    uri = cat.table_info("sales.bypass")["uri"]
+    lance.write_dataset(pa.table({"i": [2]}), uri, mode="append")  # by URI: no namespace call
+    ds = lance.write_dataset(pa.table({"i": [3]}), namespace_client=ns, table_id=tid, mode="append")
+    assert ds.version == 3
+    assert _same_everywhere(cat, ns, tid) == 3
+    assert sorted(cat.load_table("sales.bypass").to_arrow().column("i").to_pylist()) == [1, 2, 3]
