@@ -423,28 +423,9 @@ class Catalog:
         ``commit_store``: "auto" (default: native when the object store has a
         trustworthy conditional put, else the catalog's SQL store), "native",
         "catalog", or an external store URL (Redis, DynamoDB, SQL)."""
-        ns, name = self._ident(ident)
-        location = location or self._location(ns, name)
-        chosen = self._choose_commit_store(location, commit_store)
         # claim the name first (a concurrent create fails here, before any file
         # is written), then create the table; undo the claim if that fails
-        try:
-            with self._session() as s, s.begin():
-                self._namespace(s, ns)
-                if s.get(TableRow, (ns, name)) is not None:
-                    raise TableExistsError(f"table {ns}.{name} already exists")
-                s.add(
-                    TableRow(
-                        namespace=ns,
-                        name=name,
-                        uri=location,
-                        commit_store=chosen,
-                        properties=json.dumps(properties or {}),
-                        created_at=_now(),
-                    )
-                )
-        except IntegrityError as exc:
-            raise TableExistsError(f"table {ns}.{name} already exists") from exc
+        ns, name, location, chosen = self._claim(ident, location, commit_store, properties)
         try:
             return Table.create(
                 location,
@@ -473,6 +454,13 @@ class Catalog:
         """Claim a table name and its location without writing anything: the
         first commit (a Lance Namespace client's ``create_table_version``)
         creates the table.  Returns :meth:`table_info`."""
+        ns, name, _, _ = self._claim(ident, location, commit_store, properties)
+        return self.table_info((ns, name))
+
+    def _claim(
+        self, ident: Ident, location: str | None, commit_store: str | None, properties: dict[str, Any] | None
+    ) -> tuple[str, str, str, str]:
+        """Record the table's row (its name, location and coordinator); (namespace, name, location, coordinator)."""
         ns, name = self._ident(ident)
         location = location or self._location(ns, name)
         chosen = self._choose_commit_store(location, commit_store)
@@ -493,7 +481,7 @@ class Catalog:
                 )
         except IntegrityError as exc:
             raise TableExistsError(f"table {ns}.{name} already exists") from exc
-        return self.table_info((ns, name))
+        return ns, name, location, chosen
 
     def _table_row(self, ident: Ident) -> tuple[str, str, str]:
         """(name, location, commit store as recorded: "native", "catalog" or a URL with its credentials)."""
