@@ -445,6 +445,7 @@ class _CountingReader:
 
     def read_ranges(self, ranges):
         self._stats["bytes_read"] = self._stats.get("bytes_read", 0) + sum(n for _, n in ranges)
+        self._stats["reads"] = self._stats.get("reads", 0) + 1
         return self._inner.read_ranges(ranges)
 
     def close(self) -> None:

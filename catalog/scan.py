@@ -19,6 +19,8 @@ ROW_ADDRESS = "_rowaddr"
 ROW_ID = "_rowid"
 SPECIAL = (ROW_ADDRESS, ROW_ID)
 DEFAULT_BATCH_SIZE = 64 * 1024
+#: rows read from a fragment at a time, whatever the batch size (batches are slices of a read)
+READ_UNIT_ROWS = 64 * 1024
 
 
 def evaluate(expr, batch: pa.RecordBatch) -> pa.Array:
@@ -131,7 +133,7 @@ class Scan:
                 out_fields.append(schema.field(c))
         self.schema = pa.schema(out_fields, metadata=schema.metadata)  # pandas metadata, as pylance keeps it
         #: what the scan touched: fragments opened and bytes read from data files
-        self.stats = {"fragments": 0, "bytes_read": 0}
+        self.stats = {"fragments": 0, "bytes_read": 0, "reads": 0}
         if any(c in self.special for c in out):
             _check_row_id_fragments(self.fragments, store, ROW_ID in out and ROW_ID in self.special)
 
@@ -148,23 +150,28 @@ class Scan:
                     # check the files agree, or a wrong physical_rows silently
                     # hides rows or makes up 2**40 of them
                     reader.check_physical_rows()
-                for start in range(0, frag.physical_rows, self.batch_size):
-                    stop = min(start + self.batch_size, frag.physical_rows)
-                    batch = self._batch(reader, frag, start, stop)
-                    if batch is None or batch.num_rows == 0:
+                # read in units of at least READ_UNIT_ROWS whatever the batch size,
+                # so small batches never fetch a page twice; hand them out sliced
+                unit = max(self.batch_size, READ_UNIT_ROWS)
+                for start in range(0, frag.physical_rows, unit):
+                    stop = min(start + unit, frag.physical_rows)
+                    read = self._batch(reader, frag, start, stop)
+                    if read is None or read.num_rows == 0:
                         continue
-                    if skip:
-                        if skip >= batch.num_rows:
-                            skip -= batch.num_rows
-                            continue
-                        batch = batch.slice(skip)
-                        skip = 0
-                    if remaining is not None:
-                        batch = batch.slice(0, remaining)
-                        remaining -= batch.num_rows
-                    yield batch
-                    if remaining == 0:
-                        return
+                    for at in range(0, read.num_rows, self.batch_size):
+                        batch = read.slice(at, self.batch_size)
+                        if skip:
+                            if skip >= batch.num_rows:
+                                skip -= batch.num_rows
+                                continue
+                            batch = batch.slice(skip)
+                            skip = 0
+                        if remaining is not None:
+                            batch = batch.slice(0, remaining)
+                            remaining -= batch.num_rows
+                        yield batch
+                        if remaining == 0:
+                            return
             finally:
                 reader.close()
 

@@ -1,0 +1,42 @@
+"""Scan I/O is independent of the batch size: small batches are slices of
+larger reads, so they never fetch a page twice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tessera.catalog import Table
+from tessera.catalog.scan import READ_UNIT_ROWS
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    n = 300_000
+    i = np.arange(n, dtype=np.int64)
+    data = pa.table({"i": i, "s": pa.array([f"v{x % 977}" for x in range(n)]), "f": i * 0.5})
+    return Table.create(str(tmp_path_factory.mktemp("scan") / "t"), data, max_rows_per_file=200_000)
+
+
+@pytest.mark.parametrize("columns", [["i"], ["i", "s", "f"]])
+def test_small_batches_read_no_more_than_the_default(table, columns):
+    default = table.scanner(columns=columns)
+    whole = default.to_table()
+    small = table.scanner(columns=columns, batch_size=1000)
+    batches = list(small.batches())
+    assert max(b.num_rows for b in batches) == 1000
+    assert pa.Table.from_batches(batches, schema=small.schema).equals(whole)
+    assert small.stats["bytes_read"] <= default.stats["bytes_read"], (small.stats, default.stats)
+    assert small.stats["reads"] <= default.stats["reads"], (small.stats, default.stats)
+
+
+def test_limit_offset_and_filter_across_read_units(table):
+    got = table.to_arrow(columns=["i"], filter="i % 7 = 0", offset=READ_UNIT_ROWS // 7 - 3, limit=10)
+    first = (READ_UNIT_ROWS // 7 - 3) * 7
+    assert got.column("i").to_pylist() == list(range(first, first + 70, 7))
+    batches = list(table.scanner(columns=["i"], batch_size=999, offset=123_456, limit=5_000).batches())
+    assert max(b.num_rows for b in batches) == 999
+    assert pa.concat_tables([pa.Table.from_batches([b]) for b in batches]).column("i").to_pylist() == list(
+        range(123_456, 128_456)
+    )
