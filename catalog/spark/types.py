@@ -209,4 +209,19 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     cast safely to its types): Spark's Arrow batches -> the table's schema."""
     from tessera.catalog.fragments import conform_batch as conform
 
+    names = batch.schema.names
+    for f in schema:
+        # a Categorical (dictionary) column receives Spark's plain values: encode them
+        if pa.types.is_dictionary(f.type) and f.name in names:
+            i = names.index(f.name)
+            col = batch.column(i)
+            if not pa.types.is_dictionary(col.type):
+                try:
+                    col = col.cast(f.type.value_type).cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise SchemaMismatchError(
+                        f"column {f.name!r} is a dictionary of {f.type.index_type} indices: a batch of {len(col)} "
+                        f"rows holds more distinct values than they can index ({exc}); lower write_batch_rows"
+                    ) from None
+                batch = batch.set_column(i, f.name, col)
     return conform(batch, schema, allow_extra=True)

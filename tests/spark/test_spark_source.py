@@ -467,3 +467,12 @@ def test_spark_reads_a_categorical_column_as_its_values(spark, tmp_path):
     assert dict(back.dtypes)["g"] == "string"
     assert sorted((r.id, r.g) for r in back.collect()) == [(1, "lo"), (2, "hi"), (3, None), (4, "lo")]
     assert back.where("g = 'lo'").count() == 2
+    # Spark appends its strings to the Categorical column (dictionary-encoded as they are written)
+    spark.createDataFrame([(5, "hi"), (6, None), (7, "new")], "id long, g string").write.format("tessera").mode(
+        "append"
+    ).save(uri)
+    t = Table.open(uri)
+    assert pa.types.is_dictionary(t.schema.field("g").type)
+    got = dict(zip(t.to_arrow().column("id").to_pylist(), t.to_arrow().column("g").to_pylist()))
+    assert got == {1: "lo", 2: "hi", 3: None, 4: "lo", 5: "hi", 6: None, 7: "new"}
+    assert t.to_pandas()["g"].dtype.name == "category"
