@@ -382,17 +382,23 @@ class FragmentReader:
         return None
 
     def read(self, start: int, stop: int) -> list[pa.Array]:
-        """Arrays of ``self.fields`` for physical rows [start, stop) (deleted rows included)."""
-        out = []
-        for f in self.fields:
+        """Arrays of ``self.fields`` for physical rows [start, stop) (deleted rows
+        included); each data file is asked once for all its fields (a remote
+        file then fetches their bytes in one request)."""
+        out: list = [None] * len(self.fields)
+        by_file: dict[str, tuple[table_pb2.DataFile, list[tuple[int, int]]]] = {}
+        for k, f in enumerate(self.fields):
             loc = self._locate(f)
             if loc is None:
-                out.append(pa.nulls(stop - start, f.arrow_type))
+                out[k] = pa.nulls(stop - start, f.arrow_type)
                 continue
             df, col = loc
+            by_file.setdefault(df.path, (df, []))[1].append((k, col))
+        for df, items in by_file.values():
             r = self._reader(df)
-            arr = r.read_range(start, stop, columns=[self._file_field(r, col, f)]).column(0)
-            out.append(as_field_type(one_array(arr), f, r.path))
+            got = r.read_range(start, stop, columns=[self._file_field(r, col, self.fields[k]) for k, col in items])
+            for j, (k, _) in enumerate(items):
+                out[k] = as_field_type(one_array(got.column(j)), self.fields[k], r.path)
         return out
 
     def take(self, offsets: np.ndarray) -> list[pa.Array]:
@@ -439,6 +445,7 @@ class _CountingReader:
     def __init__(self, inner, stats: dict) -> None:
         self._inner, self._stats = inner, stats
         self.path = inner.path
+        self.remote = getattr(inner, "remote", False)  # a store where one request costs a round trip
 
     def size(self) -> int:
         return self._inner.size()

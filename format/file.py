@@ -9,6 +9,7 @@ that hold them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from io import BufferedWriter
@@ -241,13 +242,30 @@ class FileReader:
             raise RowOutOfRangeError(f"{self.path}: row range [{start}, {stop}) outside [0, {n})")
         idx = self._select(columns)
         arrays = []
+        prefetched = self._prefetch(idx, start, stop)
         for i in idx:
             # one chunk per page where the decoder can: no copy joins the pages
-            chunks = self._decoder(i).read_chunks(start, stop)
+            with prefetched:
+                chunks = self._decoder(i).read_chunks(start, stop)
             arrays.append(chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, type=self.schema.field(i).type))
         return pa.Table.from_arrays(
             arrays, schema=pa.schema([self.schema.field(i) for i in idx], metadata=self.schema.metadata)
         )
+
+    def _prefetch(self, idx: list[int], start: int, stop: int) -> contextlib.AbstractContextManager[object]:
+        """For several fields of a 2.1+ file read from a remote store: the page
+        metadata, then the bytes of every page the read decodes, each fetched
+        in one request (coalesced and run in parallel by the store), then served
+        to the fields' decoders from memory.  Local files read in place."""
+        if len(idx) < 2 or stop <= start or self.version == "2.0" or not getattr(self._container.io, "remote", False):
+            return contextlib.nullcontext()
+        decoders = [self._decoder(i) for i in idx]
+        pages = [p for d in decoders for p in d.planned_pages(start, stop)]
+        decoders[0]._ensure_meta([p for p, _, _ in pages])  # every field's page metadata: one request
+        ranges = list(dict.fromkeys((int(r[0]), int(r[1])) for p, a, b in pages for r in p.data_ranges(a, b)))
+        if not ranges:
+            return contextlib.nullcontext()
+        return _Served(self._container, dict(zip(ranges, self._container.io.read_ranges(ranges))))
 
     def read(self, columns: Sequence[str | int] | None = None) -> pa.Table:
         return self.read_range(0, None, columns)
@@ -308,3 +326,34 @@ def read_file(path: str | os.PathLike[str] | RangeReader | bytes, columns: Seque
     """Read a whole Lance data file (optionally only some top-level columns)."""
     with FileReader(path) as r:
         return r.read(columns)
+
+
+class _Served:
+    """While entered, the container's reads of byte ranges fetched beforehand
+    are served from memory (others go to the store)."""
+
+    def __init__(self, container: object, fetched: dict[tuple[int, int], object]) -> None:
+        self._container, self._fetched = container, fetched
+
+    def __enter__(self) -> _Served:
+        io = self._container.io  # type: ignore[attr-defined]
+        self._io = io
+        self._container.io = _ServedIO(io, self._fetched)  # type: ignore[attr-defined]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._container.io = self._io  # type: ignore[attr-defined]
+
+
+class _ServedIO:
+    def __init__(self, inner: object, fetched: dict[tuple[int, int], object]) -> None:
+        self._inner, self._fetched = inner, fetched
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[object]:
+        keys = [(int(r[0]), int(r[1])) for r in ranges]
+        todo = [k for k in keys if k not in self._fetched]
+        got = dict(zip(todo, self._inner.read_ranges(todo))) if todo else {}  # type: ignore[attr-defined]
+        return [self._fetched[k] if k in self._fetched else got[k] for k in keys]

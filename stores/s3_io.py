@@ -77,6 +77,8 @@ class S3RangeReader:
         self._etag = etag
         self.path = f"s3://{store.bucket}/{key}"
         self._lock = threading.Lock()
+        #: a round trip per request: readers fetch several fields' ranges at once
+        self.remote = True
         #: GET requests issued and bytes they returned (for tests and tuning)
         self.requests = 0
         self.bytes_fetched = 0

@@ -160,6 +160,24 @@ class FieldDecoder:
     def _read_leaf(self, leaf: _Leaf, start: int, stop: int) -> tuple[pa.Array, list[LayerOut]]:
         return self._assemble_leaf(leaf, self._read_pieces(leaf, start, stop), stop - start)
 
+    def _pages_in(self, leaf: _Leaf, start: int, stop: int) -> list[tuple[_PageBase, int, int]]:
+        """(page, first row, end row within the page) of the pages overlapping rows ``[start, stop)``."""
+        leaf_pages, rs = self._leaf_pages(leaf)
+        i = int(np.searchsorted(rs, start, side="right")) - 1
+        sel = []
+        while i < len(leaf_pages) and rs[i] < stop:
+            a = max(start, int(rs[i])) - int(rs[i])
+            b = min(stop, int(rs[i + 1])) - int(rs[i])
+            if b > a:
+                sel.append((leaf_pages[i], a, b))
+            i += 1
+        return sel
+
+    def planned_pages(self, start: int, stop: int) -> list[tuple[_PageBase, int, int]]:
+        """Every page of every leaf that reading rows ``[start, stop)`` decodes
+        (for a reader that fetches several fields' bytes at once)."""
+        return [p for leaf in self.leaves for p in self._pages_in(leaf, start, stop)]
+
     def _read_pieces(self, leaf: _Leaf, start: int, stop: int) -> list[Piece]:
         """One decoded piece per page overlapping rows ``[start, stop)``."""
         leaf_pages, rs = self._leaf_pages(leaf)

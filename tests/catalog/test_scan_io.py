@@ -40,3 +40,31 @@ def test_limit_offset_and_filter_across_read_units(table):
     assert pa.concat_tables([pa.Table.from_batches([b]) for b in batches]).column("i").to_pylist() == list(
         range(123_456, 128_456)
     )
+
+
+def test_a_remote_scan_fetches_all_columns_of_a_read_in_one_request(moto_server, monkeypatch):
+    """On S3 every column of a read comes in one (coalesced) request, not one per column."""
+    import tessera.stores.s3_io as s3io
+
+    bucket = moto_server.new_bucket()
+    opts = moto_server.storage_options()
+    n = 200_000
+    i = np.arange(n, dtype=np.int64)
+    data = pa.table({f"c{k}": i * (k + 1) for k in range(8)})
+    t = Table.create(f"s3://{bucket}/t", data, storage_options=opts, max_rows_per_file=100_000)
+    gets = {"n": 0}
+    real = s3io.S3RangeReader._get
+
+    def counted(self, a, b):
+        gets["n"] += 1
+        return real(self, a, b)
+
+    monkeypatch.setattr(s3io.S3RangeReader, "_get", counted)
+    scan = t.scanner()
+    assert scan.to_table().equals(data)
+    units = 2 * -(-100_000 // READ_UNIT_ROWS)  # 2 files, read units of 64Ki rows
+    assert scan.stats["reads"] <= units + 4, scan.stats  # + the files' page metadata
+    assert gets["n"] <= units + 4, gets  # 8 columns, yet about one GET per read
+    one = t.scanner(columns=["c0"])
+    one.to_table()
+    assert one.stats["bytes_read"] < scan.stats["bytes_read"] / 6  # a projection reads its column only
