@@ -289,6 +289,8 @@ class FragmentReader:
     #: when given (and ``stats`` is not), data files are opened through it
     #: and stay open after ``close``
     file_cache: FileReaderCache | None = None
+    #: guards ``stats`` when several readers of one scan count into it from worker threads
+    stats_lock: threading.Lock | None = None
 
     @property
     def physical_rows(self) -> int:
@@ -344,7 +346,7 @@ class FragmentReader:
                 else:
                     io = self.store.open_reader(f"{DATA_DIR}/{path}")
                     if self.stats is not None:
-                        io = _CountingReader(io, self.stats)
+                        io = _CountingReader(io, self.stats, self.stats_lock)
                     r = tformat.FileReader(io)
             except InvalidURIError as exc:  # e.g. a name too long for the file system
                 raise CorruptFileError(
@@ -442,8 +444,9 @@ class FragmentReader:
 class _CountingReader:
     """A RangeReader that adds the bytes it serves to ``stats["bytes_read"]``."""
 
-    def __init__(self, inner, stats: dict) -> None:
+    def __init__(self, inner, stats: dict, lock: threading.Lock | None = None) -> None:
         self._inner, self._stats = inner, stats
+        self._lock = lock or threading.Lock()
         self.path = inner.path
         self.remote = getattr(inner, "remote", False)  # a store where one request costs a round trip
 
@@ -451,8 +454,9 @@ class _CountingReader:
         return self._inner.size()
 
     def read_ranges(self, ranges):
-        self._stats["bytes_read"] = self._stats.get("bytes_read", 0) + sum(n for _, n in ranges)
-        self._stats["reads"] = self._stats.get("reads", 0) + 1
+        with self._lock:
+            self._stats["bytes_read"] = self._stats.get("bytes_read", 0) + sum(n for _, n in ranges)
+            self._stats["reads"] = self._stats.get("reads", 0) + 1
         return self._inner.read_ranges(ranges)
 
     def close(self) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+import queue
+import threading
+from collections.abc import Generator, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +23,9 @@ SPECIAL = (ROW_ADDRESS, ROW_ID)
 DEFAULT_BATCH_SIZE = 64 * 1024
 #: rows read from a fragment at a time, whatever the batch size (batches are slices of a read)
 READ_UNIT_ROWS = 64 * 1024
+#: fragments a scan of a remote store reads at once (each read is itself one
+#: coalesced request per file, split into parallel GETs when large)
+DEFAULT_READAHEAD = 8
 
 
 def evaluate(expr, batch: pa.RecordBatch) -> pa.Array:
@@ -90,6 +95,7 @@ class Scan:
         batch_size: int = DEFAULT_BATCH_SIZE,
         with_row_address: bool = False,
         with_row_id: bool = False,
+        readahead: int | None = None,
     ) -> None:
         from . import predicate as lpred
 
@@ -134,6 +140,9 @@ class Scan:
         self.schema = pa.schema(out_fields, metadata=schema.metadata)  # pandas metadata, as pylance keeps it
         #: what the scan touched: fragments opened and bytes read from data files
         self.stats = {"fragments": 0, "bytes_read": 0, "reads": 0}
+        self._stats_lock = threading.Lock()
+        #: fragments read at once on a remote store (worker threads; 1: none)
+        self.readahead = readahead if readahead is not None else DEFAULT_READAHEAD
         if any(c in self.special for c in out):
             _check_row_id_fragments(self.fragments, store, ROW_ID in out and ROW_ID in self.special)
 
@@ -141,39 +150,101 @@ class Scan:
         skip, remaining = self.offset, self.limit
         if remaining == 0:
             return
-        for frag in self.fragments:
-            self.stats["fragments"] += 1
-            reader = FragmentReader(self.store, frag, self.read_fields, stats=self.stats)
-            try:
-                if not frag.physical_rows or not self.read_fields:
-                    # no file would be opened (no rows, or no columns to read):
-                    # check the files agree, or a wrong physical_rows silently
-                    # hides rows or makes up 2**40 of them
-                    reader.check_physical_rows()
-                # read in units of at least READ_UNIT_ROWS whatever the batch size,
-                # so small batches never fetch a page twice; hand them out sliced
-                unit = max(self.batch_size, READ_UNIT_ROWS)
-                for start in range(0, frag.physical_rows, unit):
-                    stop = min(start + unit, frag.physical_rows)
-                    read = self._batch(reader, frag, start, stop)
-                    if read is None or read.num_rows == 0:
+        for read in self._reads():
+            for at in range(0, read.num_rows, self.batch_size):
+                batch = read.slice(at, self.batch_size)
+                if skip:
+                    if skip >= batch.num_rows:
+                        skip -= batch.num_rows
                         continue
-                    for at in range(0, read.num_rows, self.batch_size):
-                        batch = read.slice(at, self.batch_size)
-                        if skip:
-                            if skip >= batch.num_rows:
-                                skip -= batch.num_rows
-                                continue
-                            batch = batch.slice(skip)
-                            skip = 0
-                        if remaining is not None:
-                            batch = batch.slice(0, remaining)
-                            remaining -= batch.num_rows
-                        yield batch
-                        if remaining == 0:
-                            return
-            finally:
-                reader.close()
+                    batch = batch.slice(skip)
+                    skip = 0
+                if remaining is not None:
+                    batch = batch.slice(0, remaining)
+                    remaining -= batch.num_rows
+                yield batch
+                if remaining == 0:
+                    return
+
+    def _reads(self) -> Iterator[pa.RecordBatch]:
+        """The scan's rows, fragment by fragment, in reads of at least
+        READ_UNIT_ROWS rows (so small batches never fetch a page twice).  On a
+        remote store up to ``readahead`` fragments are read ahead at once by
+        worker threads, each fragment by one thread, in order."""
+        if self.readahead > 1 and len(self.fragments) > 1 and getattr(self.store, "remote", False):
+            yield from self._reads_ahead()
+            return
+        for frag in self.fragments:
+            yield from self._fragment_reads(frag, None)
+
+    def _fragment_reads(self, frag, stop_flag: threading.Event | None) -> Iterator[pa.RecordBatch]:
+        with self._stats_lock:
+            self.stats["fragments"] += 1
+        reader = FragmentReader(self.store, frag, self.read_fields, stats=self.stats, stats_lock=self._stats_lock)
+        try:
+            if not frag.physical_rows or not self.read_fields:
+                # no file would be opened (no rows, or no columns to read):
+                # check the files agree, or a wrong physical_rows silently
+                # hides rows or makes up 2**40 of them
+                reader.check_physical_rows()
+            unit = max(self.batch_size, READ_UNIT_ROWS)
+            for start in range(0, frag.physical_rows, unit):
+                if stop_flag is not None and stop_flag.is_set():
+                    return
+                read = self._batch(reader, frag, start, min(start + unit, frag.physical_rows))
+                if read is not None and read.num_rows:
+                    yield read
+        finally:
+            reader.close()
+
+    def _reads_ahead(self) -> Iterator[pa.RecordBatch]:
+        stop = threading.Event()
+        queues: list[queue.Queue] = [queue.Queue(maxsize=2) for _ in self.fragments]
+        done = object()
+
+        def put(q: queue.Queue, item: object) -> bool:
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def work(k: int) -> None:
+            try:
+                for read in self._fragment_reads(self.fragments[k], stop):
+                    if not put(queues[k], read):
+                        return
+                put(queues[k], done)
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+                put(queues[k], exc)
+
+        started = 0
+        threads: list[threading.Thread] = []
+
+        def start_more(upto: int) -> None:
+            nonlocal started
+            while started < min(upto, len(self.fragments)):
+                th = threading.Thread(target=work, args=(started,), daemon=True, name=f"tessera-scan-{started}")
+                th.start()
+                threads.append(th)
+                started += 1
+
+        try:
+            for k in range(len(self.fragments)):
+                start_more(k + self.readahead)
+                while True:
+                    item = queues[k].get()
+                    if item is done:
+                        break
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+        finally:
+            stop.set()  # workers stop at their next read or put: wait for the current reads to end
+            for th in threads:
+                th.join(60)
 
     def _batch(self, reader: FragmentReader, frag, start: int, stop: int) -> pa.RecordBatch | None:
         arrays = reader.read(start, stop) if self.read_fields else []

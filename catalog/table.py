@@ -510,7 +510,12 @@ class Table:
         batch_size: int = DEFAULT_BATCH_SIZE,
         with_row_address: bool = False,
         with_row_id: bool = False,
+        readahead: int | None = None,
     ) -> Scan:
+        """A scan of this version; ``readahead`` (default 8) fragments are read
+        at once on a remote store such as S3 (1: one at a time)."""
+        if readahead is not None and (isinstance(readahead, bool) or not isinstance(readahead, int) or readahead < 1):
+            raise InvalidArgumentError(f"readahead must be a positive integer, got {readahead!r}")
         return Scan(
             self._store,
             self.manifest.fragments,
@@ -523,6 +528,7 @@ class Table:
             batch_size,
             with_row_address,
             with_row_id,
+            readahead,
         )
 
     def to_arrow(

@@ -158,6 +158,8 @@ class S3ObjectStore:
         self._cond_client = _client_for(self.options, conditional=True)
         self.endpoint_url: str = self._client.meta.endpoint_url
         self.max_concurrency = max(1, max_concurrency)
+        #: one request costs a round trip: readers fetch ahead and in parallel
+        self.remote = True
         self.part_size = part_size
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()

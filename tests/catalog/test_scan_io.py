@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import tessera
 from tessera.catalog import Table
 from tessera.catalog.scan import READ_UNIT_ROWS
 
@@ -68,3 +69,62 @@ def test_a_remote_scan_fetches_all_columns_of_a_read_in_one_request(moto_server,
     one = t.scanner(columns=["c0"])
     one.to_table()
     assert one.stats["bytes_read"] < scan.stats["bytes_read"] / 6  # a projection reads its column only
+
+
+@pytest.fixture
+def slow_s3_table(moto_server, monkeypatch):
+    """A 16-fragment table on moto S3 whose GETs take 10 ms more (as a real
+    store's latency) and are counted, with the most in flight at once."""
+    import threading
+    import time
+
+    import tessera.stores.s3_io as s3io
+
+    bucket = moto_server.new_bucket()
+    n = 320_000
+    i = np.arange(n, dtype=np.int64)
+    data = pa.table({"a": i, "b": i * 2})
+    t = Table.create(f"s3://{bucket}/t", data, storage_options=moto_server.storage_options(), max_rows_per_file=20_000)
+    gauge = {"gets": 0, "now": 0, "max": 0}
+    lock = threading.Lock()
+    real = s3io.S3RangeReader._get
+
+    def slow(self, a, b):
+        with lock:
+            gauge["gets"] += 1
+            gauge["now"] += 1
+            gauge["max"] = max(gauge["max"], gauge["now"])
+        try:
+            time.sleep(0.01)
+            return real(self, a, b)
+        finally:
+            with lock:
+                gauge["now"] -= 1
+
+    monkeypatch.setattr(s3io.S3RangeReader, "_get", slow)
+    return t, data, gauge
+
+
+def test_a_remote_scan_keeps_eight_gets_in_flight(slow_s3_table):
+    import threading
+
+    t, data, gauge = slow_s3_table
+    assert t.to_arrow().equals(data)  # in order, every row once
+    assert gauge["max"] >= 8, gauge
+    gauge.update(gets=0, now=0, max=0)
+    assert t.scanner(readahead=1).to_table().equals(data)
+    assert gauge["max"] == 1, gauge
+    # an early stop (limit) ends the workers; an error in a worker reaches the caller, typed
+    assert t.head(5).column("a").to_pylist() == [0, 1, 2, 3, 4]
+    assert t.to_arrow(filter="a >= 300000", limit=3).column("a").to_pylist() == [300000, 300001, 300002]
+    assert not [th for th in threading.enumerate() if th.name.startswith("tessera-scan")]
+    with pytest.raises(tessera.errors.InvalidArgumentError):
+        t.scanner(readahead=0)
+
+
+def test_an_error_in_a_read_ahead_fragment_is_raised_typed(slow_s3_table):
+    t, _, _ = slow_s3_table
+    victim = t.fragments[5].files[0].path
+    t.store.delete(f"data/{victim}")
+    with pytest.raises(tessera.errors.TesseraError):
+        t.to_arrow()
