@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from io import BufferedWriter
 from types import ModuleType
 
@@ -243,10 +245,19 @@ class FileReader:
         idx = self._select(columns)
         arrays = []
         prefetched = self._prefetch(idx, start, stop)
-        for i in idx:
+
+        def read(i: int) -> list[pa.Array]:
             # one chunk per page where the decoder can: no copy joins the pages
-            with prefetched:
-                chunks = self._decoder(i).read_chunks(start, stop)
+            return self._decoder(i).read_chunks(start, stop)
+
+        with prefetched:
+            if len(idx) > 1 and stop - start >= _PARALLEL_FIELD_ROWS and self.version != "2.0":
+                for i in idx:  # page metadata first, one field at a time (decoders load it lazily)
+                    self._decoder(i)
+                per_field = list(_field_pool().map(read, idx))  # numpy and Arrow release the GIL
+            else:
+                per_field = [read(i) for i in idx]
+        for i, chunks in zip(idx, per_field):
             arrays.append(chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, type=self.schema.field(i).type))
         return pa.Table.from_arrays(
             arrays, schema=pa.schema([self.schema.field(i) for i in idx], metadata=self.schema.metadata)
@@ -326,6 +337,24 @@ def read_file(path: str | os.PathLike[str] | RangeReader | bytes, columns: Seque
     """Read a whole Lance data file (optionally only some top-level columns)."""
     with FileReader(path) as r:
         return r.read(columns)
+
+
+#: reads of at least this many rows decode their fields in parallel
+_PARALLEL_FIELD_ROWS = 1 << 15
+_FIELD_POOL: ThreadPoolExecutor | None = None
+_FIELD_POOL_LOCK = threading.Lock()
+
+
+def _field_pool() -> ThreadPoolExecutor:
+    """Threads decoding the fields of one read (apart from the decoders' own
+    page pool: a field task waits on page tasks, which must not queue behind it)."""
+    global _FIELD_POOL
+    if _FIELD_POOL is None:
+        with _FIELD_POOL_LOCK:
+            if _FIELD_POOL is None:
+                workers = max(1, min(8, os.cpu_count() or 1))
+                _FIELD_POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tessera-fields")
+    return _FIELD_POOL
 
 
 class _Served:

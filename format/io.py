@@ -95,6 +95,10 @@ class LocalFileReader(_BaseReader):
         self._mm: pa.MemoryMappedFile | None = None
         self._whole: pa.Buffer | None = None
         self._lock = threading.Lock()
+        #: reads using the descriptor right now, and a descriptor to close when they end:
+        #: it is never closed under a read (its number could name another file by then)
+        self._users = 0
+        self._retired: int | None = None
         if not hasattr(os, "pread"):  # no positional reads here: map at once
             self.map()
 
@@ -116,8 +120,7 @@ class LocalFileReader(_BaseReader):
                         raise FileAccessError(exc.errno or errno.EIO, f"cannot map {self.path!r}: {exc}") from exc
                     self._whole = mm.read_buffer(self._size)
                     if self._fd is not None:  # the mapping serves every read now: one descriptor, not two
-                        os.close(self._fd)
-                        self._fd = None
+                        self._retire_fd()
         return self._whole
 
     def read_ranges(self, ranges: Sequence[Range]) -> list[pa.Buffer]:
@@ -127,13 +130,15 @@ class LocalFileReader(_BaseReader):
             if not self._size:
                 return [pa.py_buffer(b"") for _ in ranges]
             total = sum(n for _, n in ranges)
-            fd = self._fd
-            if total >= self.MAP_MIN_BYTES or fd is None:
-                whole = self.map()
-                if whole is None:  # the file has a size, so only a close() on another thread unmaps it
-                    raise ClosedFileError(f"{self.path}: read of a closed file")
-            else:
-                return self._pread(fd, ranges, total)
+            fd = self._use_fd() if total < self.MAP_MIN_BYTES else None
+            if fd is not None:
+                try:
+                    return self._pread(fd, ranges, total)
+                finally:
+                    self._done_fd()
+            whole = self.map()
+            if whole is None:  # the file has a size, so only a close() on another thread unmaps it
+                raise ClosedFileError(f"{self.path}: read of a closed file")
         return [whole.slice(off, length) for off, length in ranges]
 
     def read_joined(self, offsets, sizes) -> tuple[np.ndarray, np.ndarray]:
@@ -149,17 +154,21 @@ class LocalFileReader(_BaseReader):
                 self._check(list(zip(offsets.tolist(), sizes.tolist())))
         total = int(sizes.sum())
         whole = self._whole
-        fd = self._fd
-        if whole is None and (total >= self.MAP_MIN_BYTES or fd is None) and self._size:
-            whole = self.map()
-        if whole is not None:
-            return np.frombuffer(whole, dtype=np.uint8), offsets
-        if fd is None:  # closed (a zero-length file is never mapped, so close() left nothing to read)
+        fd = self._use_fd() if whole is None and total < self.MAP_MIN_BYTES else None
+        if fd is None:
+            if whole is None and self._size:
+                whole = self.map()
+            if whole is not None:
+                return np.frombuffer(whole, dtype=np.uint8), offsets
+            # closed (a zero-length file is never mapped, so close() left nothing to read)
             raise ClosedFileError(f"{self.path}: read of a closed file")
         # one pread per range, joined (cheaper than reading into one new
         # large buffer, whose pages the kernel must first provide)
         pread = os.pread
-        out = b"".join([pread(fd, n, off) for off, n in zip(offsets.tolist(), sizes.tolist())])
+        try:
+            out = b"".join([pread(fd, n, off) for off, n in zip(offsets.tolist(), sizes.tolist())])
+        finally:
+            self._done_fd()
         if len(out) != total:
             raise TruncatedFileError(self.path, f"read {len(out)} of {total} bytes: the file is shorter than it was")
         return np.frombuffer(out, dtype=np.uint8), np.cumsum(sizes) - sizes
@@ -181,11 +190,32 @@ class LocalFileReader(_BaseReader):
         """The whole file as one zero-copy buffer if it is mapped, else None."""
         return self._whole
 
+    def _use_fd(self) -> int | None:
+        with self._lock:
+            if self._fd is not None:
+                self._users += 1
+            return self._fd
+
+    def _done_fd(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._retired is not None:
+                os.close(self._retired)
+                self._retired = None
+
+    def _retire_fd(self) -> None:
+        """Stop using the descriptor (the lock is held): closed now, or by the last read using it."""
+        if self._fd is not None:
+            if self._users:
+                self._retired = self._fd
+            else:
+                os.close(self._fd)
+            self._fd = None
+
     def close(self) -> None:
         with self._lock:
             if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+                self._retire_fd()
             if self._mm is not None:
                 self._whole = None
                 self._mm.close()
