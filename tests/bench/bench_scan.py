@@ -1,0 +1,198 @@
+"""Scans: Tessera vs pylance on a table sorted by a key, local disk and moto S3.
+
+    python tests/bench/bench_scan.py [--rows 10000000] [--fragments 20] [--repeat 3] [--only local,s3]
+                                     [--s3-latency-ms 10]
+
+Every run writes the same table with both writers (sorted by ``key``, int64
+plus float and string payload columns, ``--fragments`` fragments) and times,
+in the same process, medians of ``--repeat``:
+  full         every column
+  project2     two columns (key, f0)
+  filter1pct   key in a 1% range (all columns)
+pylance runs without an index and with its own ZONEMAP index on ``key``.
+Tessera's bytes read come from the scan's own counters; on S3 the GETs are
+counted at the reader (Tessera) and at moto's server for both (pylance).
+``--s3-latency-ms`` adds that much to every GET moto answers (a real store's
+round trip), as the issue's measurements did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _services():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tessera_bench_services", os.path.join(_ROOT, "tests", "services.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def make_data(rows: int) -> pa.Table:
+    rng = np.random.default_rng(7)
+    key = np.arange(rows, dtype=np.int64)
+    return pa.table(
+        {
+            "key": key,
+            "f0": rng.random(rows),
+            "f1": rng.integers(0, 1 << 40, rows),
+            "s": pa.array(np.char.add("v", (key % 1000).astype(str))),
+        }
+    )
+
+
+def median_time(fn, repeat: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+class GetCounter:
+    """Counts GETs (and the most in flight) at Tessera's S3 reader."""
+
+    def __init__(self) -> None:
+        import tessera.stores.s3_io as s3io
+
+        self.n = self.now = self.max = 0
+        self._lock = threading.Lock()
+        real = s3io.S3RangeReader._get
+        counter = self
+
+        def counted(reader, a, b):
+            with counter._lock:
+                counter.n += 1
+                counter.now += 1
+                counter.max = max(counter.max, counter.now)
+            try:
+                return real(reader, a, b)
+            finally:
+                with counter._lock:
+                    counter.now -= 1
+
+        s3io.S3RangeReader._get = counted
+
+    def reset(self) -> None:
+        self.n = self.now = self.max = 0
+
+
+def run(where: str, args, data: pa.Table) -> list[tuple]:
+    import lance
+
+    from tessera.catalog import Table
+
+    rows = data.num_rows
+    per_frag = -(-rows // args.fragments)
+    lo, hi = rows // 2, rows // 2 + rows // 100
+    flt = f"key >= {lo} AND key < {hi}"
+    work = tempfile.mkdtemp(prefix="bench-scan-")
+    server = None
+    try:
+        if where == "s3":
+            svc = _services()
+            server = svc.MotoServer()
+            bucket = server.new_bucket()
+            topts = server.storage_options()
+            lopts = {
+                "aws_endpoint": server.endpoint,
+                "allow_http": "true",
+                "aws_region": "us-east-1",
+                "aws_access_key_id": "testing",
+                "aws_secret_access_key": "testing",
+            }
+            t_uri, p_uri, pi_uri = (f"s3://{bucket}/{n}" for n in ("tessera", "pylance", "pylance-zm"))
+        else:
+            topts = lopts = None
+            t_uri, p_uri, pi_uri = (os.path.join(work, n) for n in ("tessera", "pylance", "pylance-zm"))
+        Table.create(t_uri, data, storage_options=topts, max_rows_per_file=per_frag)
+        lance.write_dataset(data, p_uri, max_rows_per_file=per_frag, storage_options=lopts)
+        zm = lance.write_dataset(data, pi_uri, max_rows_per_file=per_frag, storage_options=lopts)
+        zm.create_scalar_index("key", "ZONEMAP")
+        gets = GetCounter() if where == "s3" else None
+        if where == "s3" and args.s3_latency_ms:
+            import tessera.stores.s3_io as s3io
+
+            inner = s3io.S3RangeReader._get
+
+            def slow(reader, a, b):
+                time.sleep(args.s3_latency_ms / 1000)
+                return inner(reader, a, b)
+
+            s3io.S3RangeReader._get = slow
+        out = []
+        cases = [("full", None, None), ("project2", ["key", "f0"], None), ("filter1pct", None, flt)]
+        for name, cols, where_sql in cases:
+            if gets:
+                gets.reset()
+
+            def ours(cols=cols, where_sql=where_sql):
+                scan = Table.open(t_uri, storage_options=topts).scanner(columns=cols, filter=where_sql)
+                return scan.to_table(), scan.stats
+
+            tt, (tab, stats) = median_time(ours, args.repeat)
+            tget = (gets.n // args.repeat, gets.max) if gets else ("-", "-")
+            pt, ptab = median_time(
+                lambda cols=cols, where_sql=where_sql: lance.dataset(p_uri, storage_options=lopts).to_table(
+                    columns=cols, filter=where_sql
+                ),
+                args.repeat,
+            )
+            zt, ztab = median_time(
+                lambda cols=cols, where_sql=where_sql: lance.dataset(pi_uri, storage_options=lopts).to_table(
+                    columns=cols, filter=where_sql
+                ),
+                args.repeat,
+            )
+            assert tab.num_rows == ptab.num_rows == ztab.num_rows, (name, tab.num_rows, ptab.num_rows)
+            out.append((where, name, tt, pt, zt, stats["bytes_read"], stats["fragments"], *tget))
+        return out
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--fragments", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="local,s3")
+    ap.add_argument("--s3-latency-ms", type=float, default=10.0)
+    args = ap.parse_args()
+    sys.path.insert(0, _ROOT)
+    data = make_data(args.rows)
+    results = []
+    for where in args.only.split(","):
+        results += run(where, args, data)
+    print(f"{args.rows:,} rows sorted by key, {args.fragments} fragments; medians of {args.repeat}")
+    head = (
+        f"{'where':<6} {'case':<11} {'tessera s':>9} {'pylance s':>9} {'pl+zonemap s':>12} "
+        f"{'vs pl':>6} {'vs pl+zm':>8} {'MB read':>8} {'frags':>5} {'GETs':>5} {'in flight':>9}"
+    )
+    print(head)
+    for where, name, tt, pt, zt, nbytes, frags, g, gmax in results:
+        print(
+            f"{where:<6} {name:<11} {tt:>9.3f} {pt:>9.3f} {zt:>12.3f} {tt / pt:>5.2f}x {tt / zt:>7.2f}x "
+            f"{nbytes / 1e6:>8.1f} {frags:>5} {g!s:>5} {gmax!s:>9}"
+        )
+
+
+if __name__ == "__main__":
+    main()
