@@ -815,6 +815,94 @@ def referenced_columns(predicate: Predicate, schema: pa.Schema) -> set[str]:
     return used
 
 
+@dataclass(frozen=True)
+class RangeTerm:
+    """One conjunct of a filter a column's statistics can decide: ``column``
+    ``op`` (``=``, ``<``, ``<=``, ``>``, ``>=`` or ``in``) constants of the
+    column's type.  A row can match the filter only if it matches every term."""
+
+    column: str
+    op: str
+    values: tuple[pa.Scalar, ...]
+
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+
+
+def range_terms(predicate: Predicate, schema: pa.Schema) -> list[RangeTerm]:
+    """The top-level AND terms of SQL ``predicate`` that compare a plain column
+    with constants (``=``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``),
+    the constants cast to the column's type.  Anything else (OR, functions,
+    NOT, casts of the column, NULL constants, a pyarrow Expression) yields no
+    term: pruning with these terms skips only rows the filter cannot match,
+    and the filter itself is still applied to what is read."""
+    if not isinstance(predicate, str):
+        return []
+    try:
+        tree = _parse(predicate)
+    except PredicateError:
+        return []
+    translator = _Translator(predicate, schema)
+    names = list(schema.names)
+    out: list[RangeTerm] = []
+
+    def column_of(node: exp.Expr) -> str | None:
+        if isinstance(node, exp.Column) and not node.table:
+            name = _match(node.this, names) if isinstance(node.this, exp.Identifier) else None
+            t = schema.field(name).type if name is not None else None
+            if t is not None and (
+                pa.types.is_integer(t)
+                or pa.types.is_floating(t)
+                or pa.types.is_temporal(t)
+                or pa.types.is_string(t)
+                or pa.types.is_large_string(t)
+                or pa.types.is_decimal(t)
+            ):
+                return name
+        return None
+
+    def constant(node: exp.Expr | None, column: str) -> pa.Scalar | None:
+        if not isinstance(node, (exp.Literal, exp.Cast, exp.Neg)):
+            return None
+        try:
+            v = translator.visit(node)
+            if v.lit is None or not v.lit.is_valid:
+                return None
+            return _cast_const(v.lit, schema.field(column).type, explicit=False)
+        except (PredicateError, *_ARROW_ERRORS, ValueError, TypeError):
+            return None
+
+    ops: dict[type, str] = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+
+    def walk(node: exp.Expr) -> None:
+        if isinstance(node, exp.Paren):
+            walk(node.this)
+        elif isinstance(node, exp.And):
+            walk(node.left)
+            walk(node.right)
+        elif type(node) in ops:
+            op = ops[type(node)]
+            left, right = node.this, node.expression
+            col = column_of(left)
+            if col is None and (col := column_of(right)) is not None:
+                left, right, op = right, left, _FLIP[op]
+            if col is not None and (c := constant(right, col)) is not None:
+                out.append(RangeTerm(col, op, (c,)))
+        elif isinstance(node, exp.Between) and (col := column_of(node.this)) is not None:
+            lo, hi = constant(node.args.get("low"), col), constant(node.args.get("high"), col)
+            if lo is not None:
+                out.append(RangeTerm(col, ">=", (lo,)))
+            if hi is not None:
+                out.append(RangeTerm(col, "<=", (hi,)))
+        elif isinstance(node, exp.In) and not node.args.get("query") and (col := column_of(node.this)) is not None:
+            values = [constant(v, col) for v in node.expressions]
+            if values and all(v is not None for v in values):
+                out.append(RangeTerm(col, "in", tuple(v for v in values if v is not None)))
+
+    walk(tree)
+    return out
+
+
 def to_sql(predicate: Predicate) -> str:
     """Text to record for ``predicate`` (e.g. a Delete transaction's ``predicate``):
     SQL is returned as given; an Expression is rendered by pyarrow, readable but

@@ -988,3 +988,48 @@ def test_unsupported_function_forms(sql: str, construct: str) -> None:
 def test_function_misuse_is_a_predicate_error(sql: str) -> None:
     with pytest.raises(PredicateError):  # parse or translation, depending on the sqlglot release
         to_expression(sql, SCHEMA)
+
+
+def test_range_terms_are_implied_by_the_filter() -> None:
+    """Every row a filter matches satisfies each of its range terms (so pruning
+    by the terms never drops a matching row); what cannot be decided yields none."""
+    import numpy as np
+
+    from tessera.catalog.predicate import range_terms
+
+    rng = np.random.default_rng(3)
+    n = 2000
+    data = pa.table(
+        {
+            "key": pa.array(rng.integers(-50, 50, n)),
+            "f": pa.array(rng.normal(size=n)),
+            "s": pa.array([f"v{x:02d}" for x in rng.integers(0, 30, n)]),
+            "d": pa.array(rng.integers(19000, 19100, n).astype("int32")).cast(pa.date32()),
+        }
+    )
+    cases = {
+        "key >= 10 AND key < 20": [("key", ">=", [10]), ("key", "<", [20])],
+        "5 < key": [("key", ">", [5])],
+        "key BETWEEN -3 AND 9 AND s = 'v07'": [("key", ">=", [-3]), ("key", "<=", [9]), ("s", "=", ["v07"])],
+        "key IN (1, 2, 3) AND f > -0.5": [("key", "in", [1, 2, 3]), ("f", ">", [-0.5])],
+        "(key > 3) AND (d <= DATE '2022-01-15')": [("key", ">", [3]), ("d", "<=", [dt.date(2022, 1, 15)])],
+        "key > 1 OR key < 0": [],
+        "lower(s) = 'v01'": [],
+        "NOT key > 3": [],
+        "key = NULL": [],
+        "key + 1 > 3": [],
+    }
+    ops = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
+    for text, expected in cases.items():
+        terms = range_terms(text, data.schema)
+        assert [(t.column, t.op, [v.as_py() for v in t.values]) for t in terms] == expected, text
+        mask = filter_mask(text, data).to_numpy(zero_copy_only=False)
+        for t in terms:
+            col = data.column(t.column)
+            if t.op == "in":
+                holds = pc.is_in(col, value_set=pa.array([v.as_py() for v in t.values], col.type))
+            else:
+                holds = ops[t.op](col, t.values[0])
+            holds = holds.to_numpy(zero_copy_only=False)
+            assert not (mask & ~holds).any(), (text, t)
+    assert range_terms(pc.field("key") > 3, data.schema) == []  # an Expression: no terms (it is still applied)
