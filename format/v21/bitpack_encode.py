@@ -47,18 +47,29 @@ def _bit_widths(maxes: np.ndarray, type_bits: int) -> np.ndarray:
 
 def choose(values: FixedValues) -> int | None:
     """T (bits per value) when these values should be bit-packed, else None."""
+    if not can_pack(values):
+        return None
+    T = values.bits_per_value
+    nblocks = -(-values.n // BLOCK)
+    return T if packed_bytes(values) <= (1 - MIN_SAVING) * nblocks * BLOCK * values.width else None
+
+
+def can_pack(values: FixedValues) -> bool:
+    """True for values inline bit-packing can encode (integer-like, 8 to 64 bits)."""
     if not ENABLED or _fastlanes is None:
-        return None
-    if not values.integer or values.dim is not None or values.is_bits or values.width not in (1, 2, 4, 8):
-        return None
+        return False
+    return values.integer and values.dim is None and not values.is_bits and values.width in (1, 2, 4, 8)
+
+
+def packed_bytes(values: FixedValues) -> int:
+    """Bytes of the page's values as inline bit-packed blocks of :data:`BLOCK` values."""
     T = values.bits_per_value
     u = _unsigned(values)
     nblocks = -(-len(u) // BLOCK)
     padded = np.zeros(nblocks * BLOCK, dtype=u.dtype)
     padded[: len(u)] = u
     widths = _bit_widths(padded.reshape(nblocks, BLOCK).max(axis=1), T)
-    packed = int((T // 8 + 128 * widths).sum())
-    return T if packed <= (1 - MIN_SAVING) * nblocks * BLOCK * values.width else None
+    return int((T // 8 + 128 * widths).sum())
 
 
 def _chunk_widths(values: FixedValues, type_bits: int, vs: np.ndarray) -> np.ndarray:

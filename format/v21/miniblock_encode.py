@@ -22,7 +22,8 @@ A chunk ends right after the level of its last value, so null or empty lists
 that follow it open the next chunk, and one top-level row may span chunks.
 Levels are stored uncompressed as ``flat{16}``; values as ``flat``,
 ``fixed_size_list{flat}``, ``variable{flat}`` or, for integers where it pays,
-``inline_bitpacking`` (:mod:`.bitpack_encode`).
+``inline_bitpacking`` (:mod:`.bitpack_encode`), or ``rle`` where runs of
+equal values make it smaller (:mod:`.rle_encode`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..protos import encodings21_pb2 as pb
-from . import bitpack_encode
+from . import bitpack_encode, rle_encode
 from .repdef_encode import PageLevels
 from .values_encode import FixedValues, LeafValues, VariableValues, flat
 
@@ -68,7 +69,9 @@ class _Plan:
     le: np.ndarray  # end level
 
 
-def _initial_count(values: LeafValues, bitpack: int | None) -> int:
+def _initial_count(values: LeafValues, bitpack: int | None, rle: bool = False) -> int:
+    if rle:
+        return MAX_VALUES_PER_CHUNK
     if bitpack:
         return bitpack_encode.BLOCK
     if isinstance(values, FixedValues):
@@ -86,19 +89,24 @@ def _initial_count(values: LeafValues, bitpack: int | None) -> int:
 class _Sizer:
     """Per-chunk byte sizes of every part of a chunk."""
 
-    def __init__(self, levels: PageLevels, values: LeafValues, large: bool, bitpack: int | None) -> None:
+    def __init__(
+        self, levels: PageLevels, values: LeafValues, large: bool, bitpack: int | None, rle: bool = False
+    ) -> None:
         self.has_rep = levels.rep is not None
         self.has_def = levels.defs is not None
         self.values = values
         self.large = large
         self.bitpack = bitpack
-        self.nbuf = 2 if isinstance(values, FixedValues) and values.item_validity is not None else 1
+        self.rle = rle
+        self.nbuf = 2 if isinstance(values, FixedValues) and (values.item_validity is not None or rle) else 1
         # a bit-packed block is at most 8 + 8192 bytes and cannot be split usefully
         self.soft_value_bytes = 2 * SOFT_VALUE_BYTES if bitpack else SOFT_VALUE_BYTES
 
     def buffer_sizes(self, vs: np.ndarray, ve: np.ndarray) -> list[np.ndarray]:
         v = self.values
         n = ve - vs
+        if self.rle:
+            return rle_encode.chunk_sizes(v, vs, ve)  # type: ignore[arg-type]
         if self.bitpack:
             return [bitpack_encode.chunk_sizes(v, self.bitpack, vs, ve)]  # type: ignore[arg-type]
         if isinstance(v, VariableValues):
@@ -121,11 +129,13 @@ class _Sizer:
         return nl, hdr, bufs, total
 
 
-def _plan_chunks(levels: PageLevels, values: LeafValues, large: bool, bitpack: int | None) -> tuple[_Plan, _Sizer]:
+def _plan_chunks(
+    levels: PageLevels, values: LeafValues, large: bool, bitpack: int | None, rle: bool = False
+) -> tuple[_Plan, _Sizer]:
     V = values.n
     L = levels.num_levels
     lpos = None if levels.visible is None else np.flatnonzero(levels.visible)
-    sizer = _Sizer(levels, values, large, bitpack)
+    sizer = _Sizer(levels, values, large, bitpack, rle)
 
     def level_bounds(vs: np.ndarray, ve: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         last = ve[:-1] - 1
@@ -134,7 +144,7 @@ def _plan_chunks(levels: PageLevels, values: LeafValues, large: bool, bitpack: i
         ls = np.concatenate([[0], le[:-1]]).astype(np.int64)
         return ls, le
 
-    n0 = _initial_count(values, bitpack)
+    n0 = _initial_count(values, bitpack, rle)
     vs = np.arange(0, V, n0, dtype=np.int64)
     ve = np.minimum(vs + n0, V)
     ls, le = level_bounds(vs, ve)
@@ -267,9 +277,13 @@ def _bits_parts(bits: np.ndarray, per_value: int, vs: np.ndarray, ve: np.ndarray
 _VAR_PADS = np.full(8, VAR_PAD, dtype=np.uint8)
 
 
-def _value_parts(values: LeafValues, plan: _Plan, bitpack: int | None) -> list[list]:
+def _value_parts(values: LeafValues, plan: _Plan, bitpack: int | None, rle: bool = False) -> list[list]:
     """Per value buffer, where each chunk's bytes come from (before 8-byte padding)."""
     vs, ve = plan.vs, plan.ve
+    if rle:
+        run_vals, run_lens, first, count = rle_encode.chunk_buffers(values, vs, ve)  # type: ignore[arg-type]
+        w = values.width  # type: ignore[union-attr]
+        return [[_Part(run_vals, first * w, count * w)], [_Part(run_lens, first, count)]]
     if bitpack:
         heads, groups = bitpack_encode.chunk_blocks(values, bitpack, vs, ve)  # type: ignore[arg-type]
         parts: list = [_Rows(heads)]
@@ -328,7 +342,7 @@ def _serialize_general(levels: PageLevels, values: LeafValues, plan: _Plan, size
         if lv is not None:
             _copy_runs(out, lv.view(np.uint8), pos, 2 * plan.ls, level_bytes)
             pos = pos + _pad8(level_bytes)
-    for size, parts in zip(bufs, _value_parts(values, plan, sizer.bitpack)):
+    for size, parts in zip(bufs, _value_parts(values, plan, sizer.bitpack, sizer.rle)):
         for part in parts:
             part.scatter(out, pos)
         pos = pos + _pad8(size)
@@ -410,9 +424,19 @@ def encode_miniblock(levels: PageLevels, values: LeafValues, max_rep: int, large
     invisible items between two values, or values too wide).
     """
     bitpack = bitpack_encode.choose(values) if isinstance(values, FixedValues) else None
-    plan, sizer = _plan_chunks(levels, values, large, bitpack)
+    rle = False
+    if isinstance(values, FixedValues) and rle_encode.eligible(values):
+        # pylance weighs RLE against bit-packing whenever the type can be bit-packed
+        other = values.nbytes()
+        if bitpack_encode.can_pack(values):
+            other = min(other, bitpack_encode.packed_bytes(values))
+        rle = rle_encode.choose(values, other)
+        if rle:
+            bitpack = None
+    plan, sizer = _plan_chunks(levels, values, large, bitpack, rle)
     uniform = (
         not bitpack
+        and not rle
         and isinstance(values, FixedValues)
         and levels.rep is None
         and values.item_validity is None
@@ -436,7 +460,10 @@ def encode_miniblock(levels: PageLevels, values: LeafValues, max_rep: int, large
         mb.rep_compression.CopyFrom(flat(16))
     if levels.defs is not None:
         mb.def_compression.CopyFrom(flat(16))
-    mb.value_compression.CopyFrom(bitpack_encode.encoding(bitpack) if bitpack else values.encoding())
+    if rle:
+        mb.value_compression.CopyFrom(rle_encode.encoding(values.bits_per_value))  # type: ignore[union-attr]
+    else:
+        mb.value_compression.CopyFrom(bitpack_encode.encoding(bitpack) if bitpack else values.encoding())
     mb.layers.extend(levels.layers)
     mb.num_buffers = sizer.nbuf
     mb.num_items = values.n
