@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -143,6 +143,10 @@ class Scan:
         self._stats_lock = threading.Lock()
         #: fragments read at once on a remote store (worker threads; 1: none)
         self.readahead = readahead if readahead is not None else DEFAULT_READAHEAD
+        #: statistics-based pruning: fragment -> the physical row ranges that can
+        #: hold matching rows ([]: none, None: unknown, read all); the filter is
+        #: still applied to every row read
+        self.row_ranges: Callable[[table_pb2.DataFragment], list[tuple[int, int]] | None] | None = None
         if any(c in self.special for c in out):
             _check_row_id_fragments(self.fragments, store, ROW_ID in out and ROW_ID in self.special)
 
@@ -177,8 +181,31 @@ class Scan:
         for frag in self.fragments:
             yield from self._fragment_reads(frag, None)
 
+    def _ranges(self, frag) -> list[tuple[int, int]]:
+        """The physical row ranges of ``frag`` to read: all of them, or those
+        :attr:`row_ranges` (statistics) says can hold matching rows."""
+        n = frag.physical_rows
+        if self.row_ranges is None:
+            return [(0, n)]
+        wanted = self.row_ranges(frag)
+        if wanted is None:
+            return [(0, n)]
+        out: list[tuple[int, int]] = []
+        for a, b in sorted((max(0, int(a)), min(n, int(b))) for a, b in wanted):
+            if b <= a:
+                continue
+            if out and a <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], b))
+            else:
+                out.append((a, b))
+        return out
+
     def _fragment_reads(self, frag, stop_flag: threading.Event | None) -> Iterator[pa.RecordBatch]:
+        ranges = self._ranges(frag)
         with self._stats_lock:
+            if not ranges and frag.physical_rows:
+                self.stats["pruned_fragments"] = self.stats.get("pruned_fragments", 0) + 1
+                return
             self.stats["fragments"] += 1
         reader = FragmentReader(self.store, frag, self.read_fields, stats=self.stats, stats_lock=self._stats_lock)
         try:
@@ -188,12 +215,13 @@ class Scan:
                 # hides rows or makes up 2**40 of them
                 reader.check_physical_rows()
             unit = max(self.batch_size, READ_UNIT_ROWS)
-            for start in range(0, frag.physical_rows, unit):
-                if stop_flag is not None and stop_flag.is_set():
-                    return
-                read = self._batch(reader, frag, start, min(start + unit, frag.physical_rows))
-                if read is not None and read.num_rows:
-                    yield read
+            for a, b in ranges:
+                for start in range(a, b, unit):
+                    if stop_flag is not None and stop_flag.is_set():
+                        return
+                    read = self._batch(reader, frag, start, min(start + unit, b))
+                    if read is not None and read.num_rows:
+                        yield read
         finally:
             reader.close()
 

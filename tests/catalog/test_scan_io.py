@@ -128,3 +128,21 @@ def test_an_error_in_a_read_ahead_fragment_is_raised_typed(slow_s3_table):
     t.store.delete(f"data/{victim}")
     with pytest.raises(tessera.errors.TesseraError):
         t.to_arrow()
+
+
+def test_row_ranges_prune_fragments_and_rows(tmp_path):
+    """A scan reads only the row ranges statistics allow (merged, clipped) and
+    still applies its filter; row addresses stay right."""
+    data = pa.table({"k": pa.array(np.arange(3000, dtype=np.int64))})
+    t = Table.create(str(tmp_path / "t"), data, max_rows_per_file=1000)
+    f0, f1, f2 = (f.id for f in t.fragments)
+    plan = {f0: [], f1: [(10, 20), (15, 30), (990, 5000)], f2: None}
+    scan = t.scanner(filter="k % 2 = 0", with_row_address=True)
+    scan.row_ranges = lambda frag: plan[frag.id]
+    got = scan.to_table()
+    want = [k for k in range(1010, 1030) if k % 2 == 0] + [k for k in range(1990, 2000) if k % 2 == 0]
+    want += [k for k in range(2000, 3000) if k % 2 == 0]
+    assert got.column("k").to_pylist() == want
+    addrs = [(f1 << 32) + (k - 1000) if k < 2000 else (f2 << 32) + (k - 2000) for k in want]
+    assert got.column("_rowaddr").to_pylist() == addrs
+    assert scan.stats["pruned_fragments"] == 1 and scan.stats["fragments"] == 2
