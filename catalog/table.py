@@ -516,7 +516,9 @@ class Table:
         at once on a remote store such as S3 (1: one at a time)."""
         if readahead is not None and (isinstance(readahead, bool) or not isinstance(readahead, int) or readahead < 1):
             raise InvalidArgumentError(f"readahead must be a positive integer, got {readahead!r}")
-        return Scan(
+        from .pruning import pruner
+
+        scan = Scan(
             self._store,
             self.manifest.fragments,
             self._fields,
@@ -530,6 +532,10 @@ class Table:
             with_row_id,
             readahead,
         )
+        scan.row_ranges = pruner(
+            self._store, self._mfile.index_section, self._fields, self._schema, filter, scan.fragments
+        )
+        return scan
 
     def to_arrow(
         self,

@@ -228,7 +228,8 @@ def _may(z: Zone, op: str, value: Any) -> bool:
     if z.nan_count > 0 or _is_nan(z.min) or _is_nan(z.max):
         return True  # NaN bounds (pylance's max is NaN when the zone holds NaN): cannot prune
     if z.min is None or z.max is None:
-        return False  # only NULLs: no comparison matches NULL
+        # only NULLs (no comparison matches NULL) - unless the zone has values it gave no bounds for
+        return z.null_count < z.length
     try:
         if op == "=":
             return bool(z.min <= value <= z.max)

@@ -1,0 +1,118 @@
+"""Pruning scans with zone maps (pylance's ZONEMAP index, ``format/zonemap.py``).
+
+For each top-level AND term of a SQL filter that a zone can decide
+(:func:`tessera.catalog.predicate.range_terms`) and a ZONEMAP index on that
+term's column, the zones that may hold a matching row give each covered
+fragment's row ranges; terms intersect.  A fragment no index covers, or whose
+zones do not add up to its rows (a stale or foreign index), is read whole.
+Zones count deleted rows too (a superset), NaN and incomparable values never
+prune, and the filter itself is still applied to every row read: pruning
+can only skip rows the filter would drop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import pyarrow as pa
+from pyroaring import BitMap
+
+from tessera.format import schema as lschema
+from tessera.format import zonemap as zm
+from tessera.format.errors import FormatError
+from tessera.format.protos import table_pb2
+from tessera.stores.errors import StoreError
+from tessera.stores.object_store import ObjectStore
+
+from .predicate import Predicate, RangeTerm, range_terms
+
+log = logging.getLogger(__name__)
+
+Ranges = list[tuple[int, int]]
+
+
+def zone_indices(index_section: bytes | None) -> list[table_pb2.IndexMetadata]:
+    """The ZONEMAP entries of a manifest's index section."""
+    if not index_section:
+        return []
+    section = table_pb2.IndexSection.FromString(index_section)
+    return [m for m in section.indices if m.index_details.type_url.endswith(zm.TYPE_URL)]
+
+
+def _intersect(a: Ranges, b: Ranges) -> Ranges:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _term_ranges(zones: zm.ZoneMap, term: RangeTerm, fragment_id: int) -> Ranges:
+    if term.op == "in":
+        value: object = [v.as_py() for v in term.values]
+    else:
+        value = term.values[0].as_py()
+    out: Ranges = []
+    for z in sorted(zones.zones.get(fragment_id, []), key=lambda z: z.start):
+        if zm._may(z, term.op, value):
+            if out and z.start <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], z.start + z.length))
+            else:
+                out.append((z.start, z.start + z.length))
+    return out
+
+
+def pruner(
+    store: ObjectStore,
+    index_section: bytes | None,
+    fields: list[lschema.LanceField],
+    schema: pa.Schema,
+    predicate: Predicate | None,
+    fragments: list[table_pb2.DataFragment],
+) -> Callable[[table_pb2.DataFragment], Ranges | None] | None:
+    """``Scan.row_ranges`` for ``predicate`` from the table's zone maps (None: nothing to prune with)."""
+    if predicate is None:
+        return None
+    indices = zone_indices(index_section)
+    if not indices:
+        return None
+    terms = range_terms(predicate, schema)
+    if not terms:
+        return None
+    ids = {f.name: f.id for f in fields}
+    rows = {f.id: f.physical_rows for f in fragments}
+    usable: list[tuple[RangeTerm, zm.ZoneMap, BitMap]] = []
+    for term in terms:
+        fid = ids.get(term.column)
+        for meta in indices:
+            if list(meta.fields) != [fid]:
+                continue
+            try:
+                zones = zm.read_zonemap(store, meta)
+                covered = BitMap.deserialize(bytes(meta.fragment_bitmap)) if meta.fragment_bitmap else BitMap()
+            except (FormatError, StoreError, OSError, ValueError) as exc:
+                log.warning("%s: zone map %s unreadable, not used (%s)", store.uri, meta.name, exc)
+                continue
+            # a fragment is pruned only when its zones tile exactly its rows
+            good = BitMap(f for f in covered if f in rows and sum(z.length for z in zones.zones.get(f, [])) == rows[f])
+            usable.append((term, zones, good))
+            break
+    if not usable:
+        return None
+
+    def row_ranges(frag: table_pb2.DataFragment) -> Ranges | None:
+        result: Ranges | None = None
+        for term, zones, good in usable:
+            if frag.id not in good:
+                continue
+            mine = _term_ranges(zones, term, frag.id)
+            result = mine if result is None else _intersect(result, mine)
+        return result
+
+    return row_ranges
