@@ -94,6 +94,16 @@ class MotoServer:
             except OSError:
                 time.sleep(0.05)
 
+    def lance_storage_options(self) -> dict:
+        """The same server as pylance's object store options."""
+        return {
+            "aws_endpoint": self.endpoint,
+            "allow_http": "true",
+            "aws_region": "us-east-1",
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+        }
+
     def storage_options(self) -> dict:
         return {
             "endpoint_url": self.endpoint,

@@ -110,13 +110,7 @@ def run(where: str, args, data: pa.Table) -> list[tuple]:
             server = svc.MotoServer()
             bucket = server.new_bucket()
             topts = server.storage_options()
-            lopts = {
-                "aws_endpoint": server.endpoint,
-                "allow_http": "true",
-                "aws_region": "us-east-1",
-                "aws_access_key_id": "testing",
-                "aws_secret_access_key": "testing",
-            }
+            lopts = server.lance_storage_options()
             t_uri, p_uri, pi_uri = (f"s3://{bucket}/{n}" for n in ("tessera", "pylance", "pylance-zm"))
         else:
             topts = lopts = None

@@ -277,13 +277,7 @@ def test_pylance_through_the_namespace_on_s3(store, moto_server, tmp_path, reque
         "commit_store": commit_store,
         **{f"storage.{k}": v for k, v in opts.items()},
     }
-    lopts = {
-        "aws_endpoint": moto_server.endpoint,
-        "allow_http": "true",
-        "aws_region": "us-east-1",
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
-    }
+    lopts = moto_server.lance_storage_options()
     ns = _ns(props)
     ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["s"]))
     tid = ["s", "t"]

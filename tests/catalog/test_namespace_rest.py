@@ -446,13 +446,7 @@ def test_pylance_through_the_server_on_s3(store, moto_server, tmp_path):
     catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
     args = ["--commit-store", store, *[a for k, v in opts.items() for a in ("-s", f"{k}={v}")]]
     srv = Server(tmp_path, *args, token=None, warehouse=f"s3://{bucket}/wh", catalog=catalog)
-    lopts = {
-        "aws_endpoint": moto_server.endpoint,
-        "allow_http": "true",
-        "aws_region": "us-east-1",
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
-    }
+    lopts = moto_server.lance_storage_options()
     try:
         ns = srv.client()
         ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["s"]))

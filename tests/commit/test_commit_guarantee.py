@@ -37,13 +37,7 @@ class Setup:
             bucket = moto.new_bucket()
             self.uri = f"s3://{bucket}/t"
             self.opts = moto.storage_options()
-            self.lance_opts = {
-                "aws_endpoint": moto.endpoint,
-                "allow_http": "true",
-                "aws_region": "us-east-1",
-                "aws_access_key_id": "testing",
-                "aws_secret_access_key": "testing",
-            }
+            self.lance_opts = moto.lance_storage_options()
         else:
             self.uri = str(tmp_path / "t")
         if kind.startswith("native"):
