@@ -2,6 +2,14 @@
 filters into pyarrow datasets (DuckDB, Polars' ``scan_pyarrow_dataset``) read
 only the columns and rows they need from Tessera.
 
+Filters: the engines push pyarrow compute Expressions (DuckDB's ``key >= 5
+AND key < 9`` arrives as ``(key >= 5) and (key < 9)``, its ``IN`` as
+``if_else(is_valid(key), is_in(key, ...), null)``).  Every pass is a
+``Table.scanner`` scan, so the filter prunes fragments and zones with the
+table's ZONEMAP indices exactly as a SQL filter does
+(:func:`tessera.catalog.predicate.range_terms` reads the top-level AND terms
+of an Expression, :mod:`tessera.catalog.pruning` turns them into row ranges).
+
 Threads and interpreter exit
 ----------------------------
 Tessera reads in Python, so every batch an engine receives is made by Python
@@ -32,6 +40,7 @@ no such foreign thread is running Python (see :func:`close_open_streams`).
 from __future__ import annotations
 
 import atexit
+import logging
 import sys
 import threading
 import time
@@ -44,6 +53,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from .errors import InvalidArgumentError, UnsupportedDatasetOperationError
+
+log = logging.getLogger(__name__)
 
 #: keyword arguments of ``pyarrow.dataset.Dataset.scanner`` that tune Arrow's
 #: own scanning (threads, read-ahead, memory); a Tessera scan has no use for them
@@ -73,7 +84,11 @@ class BatchStream:
 
     Nothing is read before the first ``next``.  ``close`` (also on exhaustion,
     on an error, and for every stream still open at interpreter exit) closes
-    the scan's fragment readers; a closed stream is exhausted."""
+    the scan's fragment readers; a closed stream is exhausted.  A stream that
+    read anything logs what its scan read (``Scan.stats``: fragments read and
+    pruned, bytes) at DEBUG level when it ends, the numbers also in the
+    record's ``tessera_scan_stats`` attribute: what an engine's query through
+    the view cost, where the engine keeps the dataset object to itself."""
 
     def __init__(self, scan) -> None:
         self.scan = scan
@@ -130,12 +145,23 @@ class BatchStream:
             self._lock.release()
 
     def _close_locked(self) -> None:
-        self._closed = True
+        was_closed, self._closed = self._closed, True
         batches, self._batches = self._batches, None
         with _open_lock:
             _open_streams.discard(self)
         if batches is not None:
             batches.close()  # runs the scan's ``finally``: the fragment reader closes
+        if not was_closed and batches is not None:
+            stats = dict(getattr(self.scan, "stats", {}))
+            log.debug(
+                "scan of %s: %d fragments read, %d pruned, %d bytes in %d reads",
+                getattr(self.scan.store, "uri", "?"),
+                stats.get("fragments", 0),
+                stats.get("pruned_fragments", 0),
+                stats.get("bytes_read", 0),
+                stats.get("reads", 0),
+                extra={"tessera_scan_stats": stats},
+            )
 
     @property
     def closed(self) -> bool:

@@ -20,6 +20,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
+from tessera.format.table import paths
+
 from . import errors as E
 
 console = Console()
@@ -457,7 +459,7 @@ def _size(t) -> dict:
             size = df.file_size_bytes
             if not size:
                 try:
-                    size = t.store.size(f"data/{df.path}")
+                    size = t.store.size(paths.data_path(df.path))
                 except Exception:  # noqa: BLE001 - a size we cannot read is left out
                     size = 0
             nbytes += size
@@ -869,6 +871,73 @@ def tag_delete(obj: Ctx, name, tag_name):
     """Delete a tag."""
     obj.cat.load_table(name).tags.delete(tag_name)
     console.print(f"deleted tag {tag_name}")
+
+
+@main.group()
+def index():
+    """Create, list and update a table's zone-map indices."""
+
+
+@index.command("create")
+@click.argument("name")
+@click.argument("column")
+@click.option("--rows-per-zone", type=int, default=None, help="rows per zone (default 8192)")
+@click.option("--index-name", default=None, help="the index's name (default <column>_idx)")
+@click.pass_obj
+def index_create(obj: Ctx, name, column, rows_per_zone, index_name):
+    """Build a ZONEMAP index on a column (writes keep it current)."""
+    t = obj.cat.load_table(name)
+    t.create_index(column, "zonemap", name=index_name, rows_per_zone=rows_per_zone)
+    console.print(f"{name}: zone map on {column} (version {t.version})")
+
+
+@index.command("list")
+@click.argument("name")
+@OUTPUT
+@click.pass_obj
+def index_list(obj: Ctx, name, output):
+    """List a table's indices and the fragments each covers."""
+    t = obj.ro.load_table(name)
+    found = t.list_indices()
+    total = len(t.fragments)
+    rows = [
+        {
+            "name": i["name"],
+            "type": i["type"],
+            "columns": i["columns"],
+            "covered_fragments": len({f.id for f in t.fragments} & set(i["fragments"] or [])),
+            "fragments": total,
+            "built_on_version": i["dataset_version"],
+        }
+        for i in found
+    ]
+    if output == "json":
+        return _print_json(rows)
+    if not rows:
+        console.print(f"{name} has no indices")
+        return
+    _print_rows(
+        ["index", "type", "columns", "covers", "version"],
+        [
+            [r["name"], r["type"], ",".join(r["columns"]), f"{r['covered_fragments']}/{total}", r["built_on_version"]]
+            for r in rows
+        ],
+    )
+
+
+@index.command("optimize")
+@click.argument("name")
+@click.pass_obj
+def index_optimize(obj: Ctx, name):
+    """Extend the zone maps over fragments they do not cover yet."""
+    t = obj.cat.load_table(name)
+    before = t.version
+    t.optimize_indices()
+    t.refresh()
+    if t.version == before:
+        console.print(f"{name}: indices already cover every fragment (version {t.version})")
+    else:
+        console.print(f"{name}: indices updated (version {t.version})")
 
 
 @main.command()

@@ -34,22 +34,20 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tessera.commit.cleanup import Progress
 from tessera.commit.committer import commit_transaction, fragment_live_rows, new_transaction
-from tessera.format import rowids as lrowids
+from tessera.format.errors import RewriteError
 from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.format.table.rewrite import TableLayout, rewrite_fragments
+from tessera.format.zonemap import TYPE_URL as ZONEMAP_TYPE_URL
 
 from .errors import CompactionError, InvalidArgumentError
-from .fragments import FragmentReader, write_fragments
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
-READ_BATCH = 64 * 1024
 
 
 @dataclass
@@ -66,7 +64,8 @@ class CompactionMetrics:
 
 def _indexed_fragments(table) -> set[int] | None:
     """Fragment ids compaction must leave alone because an index holds their
-    row addresses (none with stable row ids); None when that is every fragment."""
+    row addresses (none with stable row ids, none for zone maps); None when
+    that is every fragment."""
     raw = table._mfile.index_section
     if not raw or table.stable_row_ids:
         return set()
@@ -76,6 +75,8 @@ def _indexed_fragments(table) -> set[int] | None:
     section.ParseFromString(raw)
     out: set[int] = set()
     for idx in section.indices:
+        if idx.index_details.type_url.endswith(ZONEMAP_TYPE_URL):
+            continue  # a zone map holds no row addresses: its zones of removed fragments are just unused
         if not idx.fragment_bitmap:
             return None
         out |= set(BitMap.deserialize(idx.fragment_bitmap))
@@ -137,118 +138,20 @@ def _sort_keys(sort_by, schema: pa.Schema) -> list[tuple[str, str]]:
     return keys
 
 
-class _GroupReader:
-    """The live rows of a group of fragments, with their ids and versions."""
-
-    def __init__(self, table, frags: list[table_pb2.DataFragment]) -> None:
-        self.table, self.frags = table, frags
-        self.stable = table.stable_row_ids
-        self.versions = any(
-            f.WhichOneof("created_at_version_sequence") or f.WhichOneof("last_updated_at_version_sequence")
-            for f in frags
-        )
-
-    def batches(self):
-        """Yields ``(record_batch, row_ids, created_at, last_updated_at)`` per read batch."""
-        t = self.table
-        for frag in self.frags:
-            reader = FragmentReader(t.store, frag, t._fields)
-            try:
-                ids = lrowids.decode_row_ids(t.store, frag) if self.stable else None
-                if self.stable and ids is None:
-                    raise CompactionError(f"fragment {frag.id} of a stable-row-id table has no row id sequence")
-                created = updated = None
-                if self.versions:
-                    ones = np.ones(frag.physical_rows, np.uint64)  # what pylance reads when a sequence is missing
-                    created = lrowids.read_versions(t.store, frag, lrowids.CREATED_AT_FIELDS)
-                    updated = lrowids.read_versions(t.store, frag, lrowids.LAST_UPDATED_AT_FIELDS)
-                    created = ones if created is None else created
-                    updated = ones if updated is None else updated
-                for start in range(0, frag.physical_rows, READ_BATCH):
-                    stop = min(start + READ_BATCH, frag.physical_rows)
-                    batch = pa.RecordBatch.from_arrays(reader.read(start, stop), schema=t.schema)
-                    live = reader.live_mask(start, stop)
-                    keep = slice(None) if live is None else live
-                    if live is not None:
-                        if not live.any():
-                            continue
-                        batch = batch.filter(pa.array(live))
-                    yield batch, *(None if a is None else a[start:stop][keep] for a in (ids, created, updated))
-            finally:
-                reader.close()
-
-
-def _finish_fragment(table, rows: pa.Table, ids, created, updated, limit: int | None) -> table_pb2.DataFragment:
-    frags = write_fragments(
-        table.store,
-        rows.to_batches(),
-        table.schema,
-        table._fields,
-        table.file_version,
-        max_rows_per_file=max(rows.num_rows, 1),
-    )
-    if len(frags) != 1:
-        raise CompactionError(f"expected one fragment for {rows.num_rows} rows, the writer made {len(frags)}")
-    frag = frags[0]
-    if ids is not None:
-        lrowids.set_sequence(
-            frag, lrowids.ROW_ID_FIELDS, lrowids.RowIdSequence.from_values(ids).to_bytes(), table.store.put, limit
-        )
-    if created is not None:
-        lrowids.set_sequence(frag, lrowids.CREATED_AT_FIELDS, lrowids.encode_versions(created), table.store.put, limit)
-        lrowids.set_sequence(
-            frag, lrowids.LAST_UPDATED_AT_FIELDS, lrowids.encode_versions(updated), table.store.put, limit
-        )
-    return frag
-
-
-def _cat(parts: list) -> np.ndarray | None:
-    return None if not parts or parts[0] is None else np.concatenate(parts)
+def _layout(table) -> TableLayout:
+    """What rewriting needs of the table version compaction read."""
+    return TableLayout(table.store, table.schema, table._fields, table.file_version, table.stable_row_ids)
 
 
 def rewrite_group(
     table, frags: list[table_pb2.DataFragment], target: int, sort_keys, limit: int | None = None
 ) -> list[table_pb2.DataFragment]:
     """Write the live rows of ``frags`` as new fragments (ids unassigned) of
-    ``target`` rows each (the last may be smaller)."""
-    src = _GroupReader(table, frags)
-    out: list[table_pb2.DataFragment] = []
-    if sort_keys:
-        batches, ids, cr, up = [], [], [], []
-        for b, i, c, u in src.batches():
-            batches.append(b)
-            ids.append(i)
-            cr.append(c)
-            up.append(u)
-        rows = pa.Table.from_batches(batches, schema=table.schema)
-        order = pc.sort_indices(rows, sort_keys=sort_keys).to_numpy()
-        rows = rows.take(pa.array(order))
-        sorted_ids, sorted_cr, sorted_up = (None if (a := _cat(p)) is None else a[order] for p in (ids, cr, up))
-        for s in range(0, rows.num_rows, target):
-            e = min(s + target, rows.num_rows)
-            part_ids, part_cr, part_up = (None if a is None else a[s:e] for a in (sorted_ids, sorted_cr, sorted_up))
-            out.append(_finish_fragment(table, rows.slice(s, e - s), part_ids, part_cr, part_up, limit))
-        return out
-    buf, ids, cr, up, n = [], [], [], [], 0
-    for b, i, c, u in src.batches():
-        buf.append(b)
-        ids.append(i)
-        cr.append(c)
-        up.append(u)
-        n += b.num_rows
-        while n >= target:
-            rows = pa.Table.from_batches(buf, schema=table.schema)
-            a_ids, a_cr, a_up = _cat(ids), _cat(cr), _cat(up)
-            part_ids, part_cr, part_up = (None if a is None else a[:target] for a in (a_ids, a_cr, a_up))
-            out.append(_finish_fragment(table, rows.slice(0, target), part_ids, part_cr, part_up, limit))
-            rest = rows.slice(target)
-            buf = rest.to_batches()
-            ids, cr, up = ([None if a is None else a[target:]] for a in (a_ids, a_cr, a_up))
-            n = rest.num_rows
-    if n:
-        rows = pa.Table.from_batches(buf, schema=table.schema)
-        out.append(_finish_fragment(table, rows, _cat(ids), _cat(cr), _cat(up), limit))
-    return out
+    ``target`` rows each (the last may be smaller); see ``format.table.rewrite``."""
+    try:
+        return rewrite_fragments(_layout(table), frags, target, sort_keys, limit)
+    except RewriteError as exc:
+        raise CompactionError(str(exc)) from exc
 
 
 def _reserve(table, base, count: int) -> list[int]:
@@ -353,4 +256,23 @@ def compact(
     if table.version == before or not metrics.groups:
         metrics = CompactionMetrics()
     metrics.version = table.version
+    if metrics.groups:
+        _index_new_fragments(table, [name for name, _ in keys])
     return metrics
+
+
+def _index_new_fragments(table, sort_columns: list[str]) -> None:
+    """Zone maps over the rewritten fragments: the maintained columns', and a
+    sorted compaction's sort columns unless ``tessera.zonemap.columns`` says otherwise."""
+    from .indexes import ZONEMAP_COLUMNS, check_indexable, maintain, maintained_columns
+
+    cols = maintained_columns(table)
+    if ZONEMAP_COLUMNS not in table.manifest.config:
+        for name in sort_columns:
+            try:
+                check_indexable(table, name)
+            except InvalidArgumentError:
+                continue
+            if name not in cols:
+                cols.append(name)
+    maintain(table, cols)

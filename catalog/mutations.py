@@ -17,11 +17,12 @@ from tessera.commit.committer import new_transaction
 from tessera.format import deletion as ldeletion
 from tessera.format import schema as lschema
 from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.format.table import paths
+from tessera.format.table.fragments import FragmentReader, write_fragments
 
 from . import data as ldata
 from . import predicate as lpred
 from .errors import InvalidArgumentError, SchemaMismatchError, UnknownColumnError
-from .fragments import FragmentReader, write_fragments
 from .scan import evaluate, fields_by_name, mask_of
 
 BATCH = 64 * 1024
@@ -65,7 +66,7 @@ def _with_deletions(
     if len(deleted) >= frag.physical_rows:
         return None
     meta, data = ldeletion.encode(deleted, read_version)
-    table.store.put(ldeletion.deletion_file_path(frag.id, meta), data)
+    table.store.put(paths.deletion_file_path(frag.id, meta), data)
     out = table_pb2.DataFragment()
     out.CopyFrom(frag)
     out.deletion_file.CopyFrom(meta)
@@ -198,7 +199,7 @@ def build_merge_insert(
             raise UnknownColumnError(f"merge key {k!r} is not a column of the table {schema.names}")
         if k not in source.column_names:
             raise SchemaMismatchError(f"merge key {k!r} is missing from the source data")
-    from .fragments import conform_batch
+    from tessera.format.table.fragments import conform_batch
 
     source = pa.Table.from_batches([conform_batch(b, schema) for b in source.to_batches()], schema=schema)
     keys = source.select(on)

@@ -102,6 +102,7 @@ from tessera.commit.lineage import incarnation_of, transaction_uuid
 from tessera.commit.namespace_client import root_relative
 from tessera.format import manifest as mf
 from tessera.format.errors import FormatError
+from tessera.format.table import paths
 from tessera.stores.errors import IncarnationMismatchError, ObjectNotFoundError, StoreError
 from tessera.stores.manifest_store import ManifestStore, VersionRecord, open_manifest_store
 from tessera.stores.object_store import ObjectStore, open_object_store
@@ -205,13 +206,13 @@ class _TableAccess:
             except TableNotFoundError:
                 return None
             # _latest_row finished the row's commit; a row read before that still names the staged file
-            rel = row.path if row.is_final else row.path[: row.path.rfind(".manifest-") + len(".manifest")]
+            rel = row.path if row.is_final else (paths.final_manifest_path(row.path) or row.path)
             return TableVersion(version=row.version, manifest_path=self.full_path(rel), manifest_size=row.size)
         names, _ = tstore.list_versions(self.store)
         if not names:
             return None
         v = max(names)
-        rel = f"{tstore.VERSIONS_DIR}/{names[v]}"
+        rel = paths.version_path(names[v])
         return TableVersion(version=v, manifest_path=self.full_path(rel), manifest_size=self.store.size(rel))
 
     def latest_version(self) -> int:
@@ -222,7 +223,7 @@ class _TableAccess:
         """``version``'s entry with its timestamp (reads the manifest)."""
         mfile = self.handler.load(self.store, version)
         scheme = mfile.naming or tstore.list_versions(self.store)[1] or mf.NamingScheme.V2
-        rel = tstore.manifest_path(version, scheme)
+        rel = paths.manifest_path(version, scheme)
         return _entry(version, self.full_path(rel), self.store.size(rel), mfile)
 
 
@@ -551,10 +552,10 @@ class TesseraNamespace(LanceNamespace):
             scheme = mf.NamingScheme((request.naming_scheme or "V2").upper())
         except ValueError:
             raise nserr.InvalidInputError(f"naming_scheme must be V1 or V2, got {request.naming_scheme!r}") from None
-        final = tstore.manifest_path(version, scheme)
+        final = paths.manifest_path(version, scheme)
         staged = t.table_relative(request.manifest_path)
         m = _STAGED.match(staged)
-        if m is None or f"_versions/{m.group('final')}" != final:
+        if m is None or paths.version_path(m.group("final")) != final:
             raise nserr.InvalidInputError(
                 f"{request.manifest_path!r} is not a staged manifest of version {version} "
                 f"(expected {t.full_path(final)}-<uuid>)"

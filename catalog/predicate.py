@@ -36,10 +36,12 @@ wall-clock time in the column's zone). Numbers are never turned into strings:
 
 from __future__ import annotations
 
+import ctypes
 import datetime
 import decimal
 import functools
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn, TypeAlias
@@ -829,13 +831,34 @@ class RangeTerm:
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
 
 
+def _range_type(t: pa.DataType) -> bool:
+    """Whether zone statistics of a column of type ``t`` can decide range terms."""
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_temporal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_decimal(t)
+    )
+
+
 def range_terms(predicate: Predicate, schema: pa.Schema) -> list[RangeTerm]:
-    """The top-level AND terms of SQL ``predicate`` that compare a plain column
-    with constants (``=``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``),
-    the constants cast to the column's type.  Anything else (OR, functions,
-    NOT, casts of the column, NULL constants, a pyarrow Expression) yields no
-    term: pruning with these terms skips only rows the filter cannot match,
-    and the filter itself is still applied to what is read."""
+    """The top-level AND terms of ``predicate`` that compare a plain column
+    with constants, the constants of the column's type.
+
+    SQL text: ``=``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN`` and ``IN``, the
+    constants cast to the column's type as the SQL translation casts them.  A
+    pyarrow Expression (what DuckDB and Polars push into a dataset): the
+    ``and``/``and_kleene`` of ``equal``, ``less``, ``less_equal``, ``greater``,
+    ``greater_equal`` between a top-level field and a literal, and ``is_in``
+    of a field (also under ``if_else(c, x, NULL)``), each literal exactly representable in the column's type
+    (:func:`_exact_literal`).  Anything else (OR, functions, NOT, casts of
+    the column, NULL constants, lossy constants) yields no term: pruning with
+    these terms skips only rows the filter cannot match, and the filter itself
+    is still applied to what is read."""
+    if isinstance(predicate, pc.Expression):
+        return _expression_terms(predicate, schema)
     if not isinstance(predicate, str):
         return []
     try:
@@ -849,15 +872,7 @@ def range_terms(predicate: Predicate, schema: pa.Schema) -> list[RangeTerm]:
     def column_of(node: exp.Expr) -> str | None:
         if isinstance(node, exp.Column) and not node.table:
             name = _match(node.this, names) if isinstance(node.this, exp.Identifier) else None
-            t = schema.field(name).type if name is not None else None
-            if t is not None and (
-                pa.types.is_integer(t)
-                or pa.types.is_floating(t)
-                or pa.types.is_temporal(t)
-                or pa.types.is_string(t)
-                or pa.types.is_large_string(t)
-                or pa.types.is_decimal(t)
-            ):
+            if name is not None and _range_type(schema.field(name).type):
                 return name
         return None
 
@@ -897,6 +912,213 @@ def range_terms(predicate: Predicate, schema: pa.Schema) -> list[RangeTerm]:
         elif isinstance(node, exp.In) and not node.args.get("query") and (col := column_of(node.this)) is not None:
             values = [constant(v, col) for v in node.expressions]
             if values and all(v is not None for v in values):
+                out.append(RangeTerm(col, "in", tuple(v for v in values if v is not None)))
+
+    walk(tree)
+    return out
+
+
+# -- range terms of a pyarrow Expression ------------------------------------------------------
+#
+# pyarrow offers no public way to walk an Expression, but it pickles one as
+# Arrow C++ serializes it: an Arrow IPC file of one row whose columns are the
+# literals (and function options, as struct scalars) and whose schema metadata
+# lists the tree in prefix order, keys repeating -- ``call <name>``, the
+# arguments, ``options <column>``, ``end <name>``; ``field_ref <name>``;
+# ``nested_field_ref <n>`` followed by n references; ``literal <column>``.
+# ``Schema.metadata`` is a dict (it drops repeated keys), so the pairs are read
+# in order from the schema's Arrow C export.  Anything unexpected yields no term.
+
+
+class _Unreadable(Exception):
+    """The serialized Expression is not in the expected form."""
+
+
+class _CSchema(ctypes.Structure):
+    """``struct ArrowSchema`` of the Arrow C data interface."""
+
+    _fields_ = [
+        ("format", ctypes.c_char_p),
+        ("name", ctypes.c_char_p),
+        ("metadata", ctypes.c_void_p),
+        ("flags", ctypes.c_int64),
+        ("n_children", ctypes.c_int64),
+        ("children", ctypes.c_void_p),
+        ("dictionary", ctypes.c_void_p),
+        ("release", ctypes.c_void_p),
+        ("private_data", ctypes.c_void_p),
+    ]
+
+
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
+
+
+def _metadata_pairs(schema: pa.Schema) -> list[tuple[str, str]]:
+    """``schema``'s metadata as (key, value) pairs, in order, repeated keys kept."""
+    capsule = schema.__arrow_c_schema__()  # released when the capsule is
+    c = _CSchema.from_address(_capsule_pointer(capsule, b"arrow_schema"))
+    if not c.metadata:
+        return []
+
+    def i32(at: int) -> int:
+        return int.from_bytes(ctypes.string_at(c.metadata + at, 4), sys.byteorder, signed=True)
+
+    out: list[tuple[str, str]] = []
+    at = 4
+    for _ in range(i32(0)):
+        pair = []
+        for _ in range(2):
+            n = i32(at)
+            if n < 0:
+                raise _Unreadable("negative metadata length")
+            pair.append(ctypes.string_at(c.metadata + at + 4, n).decode())
+            at += 4 + n
+        out.append((pair[0], pair[1]))
+    return out
+
+
+@dataclass
+class _Call:
+    name: str
+    args: list
+    options: pa.Scalar | None
+
+
+@dataclass
+class _FieldRef:
+    name: str | None  # None: a nested reference
+
+
+@dataclass
+class _Literal:
+    value: pa.Scalar
+
+
+def _expression_tree(expr: pc.Expression) -> _Call | _FieldRef | _Literal:
+    """``expr`` as a tree of :class:`_Call`, :class:`_FieldRef` and :class:`_Literal`."""
+    rebuild, args = expr.__reduce__()
+    if len(args) != 1 or not isinstance(args[0], pa.Buffer):
+        raise _Unreadable(f"pickled as {rebuild!r}")
+    table = pa.ipc.open_file(args[0]).read_all()
+    pairs = _metadata_pairs(table.schema)
+    if table.num_rows != 1:
+        raise _Unreadable("not one row of literals")
+
+    def scalar(index: str) -> pa.Scalar:
+        return table.column(int(index))[0]
+
+    def node(at: int) -> tuple[_Call | _FieldRef | _Literal, int]:
+        key, value = pairs[at]
+        if key == "literal":
+            return _Literal(scalar(value)), at + 1
+        if key == "field_ref":
+            return _FieldRef(value), at + 1
+        if key == "nested_field_ref":
+            at += 1
+            for _ in range(int(value)):
+                _, at = node(at)
+            return _FieldRef(None), at
+        if key == "call":
+            call, at = _Call(value, [], None), at + 1
+            while pairs[at][0] != "end":
+                if pairs[at][0] == "options":
+                    call.options = scalar(pairs[at][1])
+                    at += 1
+                else:
+                    arg, at = node(at)
+                    call.args.append(arg)
+            if pairs[at][1] != value:
+                raise _Unreadable(f"call {value!r} ends as {pairs[at][1]!r}")
+            return call, at + 1
+        raise _Unreadable(f"unknown key {key!r}")
+
+    tree, end = node(0)
+    if end != len(pairs):
+        raise _Unreadable("trailing metadata")
+    return tree
+
+
+def _exact_literal(sc: pa.Scalar, target: pa.DataType) -> pa.Scalar | None:
+    """Literal ``sc`` as a ``target`` scalar when that is the same value, so
+    comparing the column with either gives the same rows (Arrow compares them
+    in a common type); None when it is NULL, lossy or of another kind."""
+    src = sc.type
+    if not sc.is_valid:
+        return None
+    if src == target:
+        return sc
+    same_kind = (
+        (pa.types.is_integer(src) and (pa.types.is_integer(target) or pa.types.is_floating(target)))
+        or (pa.types.is_floating(src) and pa.types.is_floating(target))
+        or ((pa.types.is_integer(src) or pa.types.is_decimal(src)) and pa.types.is_decimal(target))
+        or (_is_stringy(src) and _is_stringy(target))
+        or (pa.types.is_date(src) and pa.types.is_date(target))
+        or (pa.types.is_timestamp(src) and pa.types.is_timestamp(target) and src.tz == target.tz)
+    )
+    if not same_kind:
+        return None
+    try:
+        if pa.types.is_decimal(target):  # by value: Arrow's cast checks the types' precision, not the value's
+            value = decimal.Decimal(sc.as_py())
+            out = pa.scalar(value, target)
+            return out if out.as_py() == value else None
+        out = sc.cast(target, safe=True)
+        back = out.cast(src, safe=True)
+    except (*_ARROW_ERRORS, ValueError, OverflowError, decimal.InvalidOperation):
+        return None
+    return out if back.equals(sc) else None
+
+
+_EXPRESSION_OPS = {"equal": "=", "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">="}
+
+
+def _expression_terms(expr: pc.Expression, schema: pa.Schema) -> list[RangeTerm]:
+    try:
+        tree = _expression_tree(expr)
+    except (_Unreadable, *_ARROW_ERRORS, ValueError, TypeError, IndexError, KeyError, UnicodeDecodeError):
+        return []  # e.g. a reference by position, or a literal array: not serializable, no terms
+    out: list[RangeTerm] = []
+
+    def column_of(node: object) -> str | None:
+        if isinstance(node, _FieldRef) and node.name is not None and schema.get_field_index(node.name) >= 0:
+            t = schema.field(node.name).type
+            return node.name if _range_type(t) else None
+        return None
+
+    def walk(node: object) -> None:
+        if not isinstance(node, _Call):
+            return
+        if node.name in ("and_kleene", "and"):
+            for arg in node.args:
+                walk(arg)
+        elif node.name == "if_else" and len(node.args) == 3:
+            # ``if_else(c, a, NULL or false)`` is true only where c and a are
+            # (DuckDB pushes ``x IN (...)`` as ``if_else(is_valid(x), is_in(x, ...), NULL)``)
+            c, a, b = node.args
+            if isinstance(b, _Literal) and (not b.value.is_valid or b.value.as_py() is False):
+                walk(c)
+                walk(a)
+        elif node.name in _EXPRESSION_OPS and len(node.args) == 2:
+            op, (left, right) = _EXPRESSION_OPS[node.name], node.args
+            col = column_of(left)
+            if col is None and (col := column_of(right)) is not None:
+                left, right, op = right, left, _FLIP[op]
+            if col is not None and isinstance(right, _Literal):
+                c = _exact_literal(right.value, schema.field(col).type)
+                if c is not None:
+                    out.append(RangeTerm(col, op, (c,)))
+        elif node.name == "is_in" and len(node.args) == 1 and (col := column_of(node.args[0])) is not None:
+            opts = node.options
+            if not isinstance(opts, pa.StructScalar) or "value_set" not in opts.type.names:
+                return
+            value_set = opts["value_set"].values
+            if value_set is None or len(value_set) == 0 or value_set.null_count:
+                return
+            t = schema.field(col).type
+            values = [_exact_literal(v, t) for v in value_set]
+            if all(v is not None for v in values):
                 out.append(RangeTerm(col, "in", tuple(v for v in values if v is not None)))
 
     walk(tree)

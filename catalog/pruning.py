@@ -13,7 +13,7 @@ can only skip rows the filter would drop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 from pyroaring import BitMap
@@ -76,32 +76,56 @@ def pruner(
     predicate: Predicate | None,
     fragments: list[table_pb2.DataFragment],
 ) -> Callable[[table_pb2.DataFragment], Ranges | None] | None:
-    """``Scan.row_ranges`` for ``predicate`` from the table's zone maps (None: nothing to prune with)."""
-    if predicate is None:
+    """``Scan.row_ranges`` for ``predicate`` (SQL text or a pyarrow Expression)
+    from the table's zone maps (None: nothing to prune with)."""
+    if predicate is None or not zone_indices(index_section):
         return None
+    return terms_pruner(store, index_section, fields, range_terms(predicate, schema), fragments)
+
+
+def terms_pruner(
+    store: ObjectStore,
+    index_section: bytes | None,
+    fields: list[lschema.LanceField],
+    terms: Sequence[RangeTerm],
+    fragments: Sequence[table_pb2.DataFragment],
+) -> Callable[[table_pb2.DataFragment], Ranges | None] | None:
+    """Per-fragment row ranges that can hold rows matching every one of
+    ``terms`` (however they were found: a SQL filter, a pushed-down pyarrow
+    Expression, Spark's pushed filters), from the ZONEMAP indices of the
+    manifest's ``index_section``.  Each index is read once, here; the
+    function returned reads nothing.  None: nothing to prune with."""
     indices = zone_indices(index_section)
-    if not indices:
-        return None
-    terms = range_terms(predicate, schema)
-    if not terms:
+    if not indices or not terms:
         return None
     ids = {f.name: f.id for f in fields}
     rows = {f.id: f.physical_rows for f in fragments}
     usable: list[tuple[RangeTerm, zm.ZoneMap, BitMap]] = []
-    for term in terms:
-        fid = ids.get(term.column)
-        for meta in indices:
-            if list(meta.fields) != [fid]:
-                continue
+    read: dict[bytes, tuple[zm.ZoneMap, BitMap] | None] = {}  # by index uuid: each is read once
+
+    def load(meta: table_pb2.IndexMetadata) -> tuple[zm.ZoneMap, BitMap] | None:
+        key = bytes(meta.uuid.uuid)
+        if key not in read:
             try:
                 zones = zm.read_zonemap(store, meta)
                 covered = BitMap.deserialize(bytes(meta.fragment_bitmap)) if meta.fragment_bitmap else BitMap()
             except (FormatError, StoreError, OSError, ValueError) as exc:
                 log.warning("%s: zone map %s unreadable, not used (%s)", store.uri, meta.name, exc)
+                read[key] = None
+            else:
+                # a fragment is pruned only when its zones tile exactly its rows
+                good = BitMap(
+                    f for f in covered if f in rows and sum(z.length for z in zones.zones.get(f, [])) == rows[f]
+                )
+                read[key] = (zones, good)
+        return read[key]
+
+    for term in terms:
+        fid = ids.get(term.column)
+        for meta in indices:
+            if list(meta.fields) != [fid] or (got := load(meta)) is None:
                 continue
-            # a fragment is pruned only when its zones tile exactly its rows
-            good = BitMap(f for f in covered if f in rows and sum(z.length for z in zones.zones.get(f, [])) == rows[f])
-            usable.append((term, zones, good))
+            usable.append((term, *got))
             break
     if not usable:
         return None

@@ -35,6 +35,7 @@ import pyarrow as pa
 from tessera.format import deletion as ldeletion
 from tessera.format import rowids as lrowids
 from tessera.format.protos import table_pb2
+from tessera.format.table import paths
 from tessera.stores.object_store import ObjectStore
 
 from .errors import DuplicateRowIdError
@@ -115,7 +116,7 @@ class RowIdIndex:
                 )
             if frag.HasField("deletion_file"):
                 d = frag.deletion_file
-                path = ldeletion.deletion_file_path(frag.id, d)
+                path = paths.deletion_file_path(frag.id, d)
                 deleted = ldeletion.decode_for_fragment(store.read(path), d, frag.physical_rows, f"{store.uri}/{path}")
                 pos, first, length = _live_runs(pos, first, length, deleted, frag.physical_rows)
             firsts.append(first)
@@ -271,7 +272,7 @@ def address_index_lookup(
         ok = sel & (offset < frag.physical_rows)
         if frag.HasField("deletion_file") and ok.any():
             d = frag.deletion_file
-            path = ldeletion.deletion_file_path(frag.id, d)
+            path = paths.deletion_file_path(frag.id, d)
             deleted = ldeletion.decode_for_fragment(
                 store.read(path), d, frag.physical_rows, f"{store.uri}/{path}"
             ).astype(np.int64)
@@ -328,8 +329,9 @@ def take_rows(table, row_ids, columns=None, *, on_missing: str = "skip"):
     not live are skipped, as pylance's ``_take_rows`` does, or raise
     :class:`RowIdNotFoundError` with ``on_missing="raise"``.  ``columns`` may
     include ``_rowid`` and ``_rowaddr``."""
+    from tessera.format.table.fragments import FragmentReader, file_reader_cache
+
     from .errors import InvalidArgumentError, RowIdNotFoundError
-    from .fragments import FragmentReader, file_reader_cache
     from .scan import ROW_ADDRESS, ROW_ID, fields_by_name
 
     if on_missing not in ("skip", "raise"):

@@ -12,10 +12,10 @@ import pyarrow.dataset as pads
 
 from tessera.format import schema as lschema
 from tessera.format.protos import table_pb2
+from tessera.format.table.fragments import FragmentReader, one_array
 from tessera.stores.object_store import ObjectStore
 
 from .errors import InvalidArgumentError, UnknownColumnError
-from .fragments import FragmentReader, one_array
 
 ROW_ADDRESS = "_rowaddr"
 ROW_ID = "_rowid"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import uuid as uuidlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +30,12 @@ from tessera.format import manifest as mf
 from tessera.format import schema as lschema
 from tessera.format.container import normalize_version
 from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.format.table.fragments import DEFAULT_MAX_ROWS_PER_FILE, FragmentReader, write_fragments
 from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
 from tessera.stores.object_store import ObjectStore, open_object_store
 
 from . import data as ldata
 from .errors import InvalidArgumentError, TableExistsError
-from .fragments import DEFAULT_MAX_ROWS_PER_FILE, FragmentReader, write_fragments
 from .scan import DEFAULT_BATCH_SIZE, Scan
 from .tags import Tags
 
@@ -392,6 +393,7 @@ class Table:
             return txn
 
         self._run(build)
+        self._after_write()
         return self
 
     def overwrite(self, data: Data | pa.Schema) -> Table:
@@ -412,6 +414,7 @@ class Table:
         for k, v in (schema.metadata or {}).items():
             txn.overwrite.schema_metadata[k.decode()] = v
         self._commit(txn, self._mfile)
+        self._after_write()
         return self
 
     def delete(self, predicate: Predicate) -> Table:
@@ -427,6 +430,7 @@ class Table:
         from .mutations import build_update
 
         self._run(lambda view, base: build_update(view, values, where))
+        self._after_write()
         return self
 
     def merge_insert(
@@ -465,6 +469,7 @@ class Table:
                 stats,
             )
         )
+        self._after_write()
         return stats
 
     def add_columns(self, columns: dict[str, Predicate] | Data) -> Table:
@@ -473,6 +478,7 @@ class Table:
         from .mutations import build_add_columns
 
         self._run(lambda view, base: build_add_columns(view, columns))
+        self._after_write()
         return self
 
     def drop_columns(self, names: Sequence[str]) -> Table:
@@ -486,6 +492,122 @@ class Table:
 
         self._run(lambda view, base: build_rename_column(view, old, new))
         return self
+
+    # -- properties and indices ----------------------------------------------------------
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The table's properties (the manifest's config), e.g. ``tessera.zonemap.columns``."""
+        return dict(self.manifest.config)
+
+    def set_properties(self, values: dict[str, str] | None = None, *, remove: Sequence[str] = ()) -> Table:
+        """Set (and ``remove``) table properties in one commit.  ``tessera.zonemap.columns``
+        (comma-separated column names) names the columns whose zone maps every
+        write keeps current; setting it indexes those columns now.  The commit
+        coordinator's own keys (``tessera.commit.*``) cannot be set."""
+        from .indexes import ZONEMAP_COLUMNS, check_indexable, maintain, parse_columns
+
+        values = dict(values or {})
+        remove = [remove] if isinstance(remove, str) else list(remove)
+        for k, v in values.items():
+            if not isinstance(k, str) or not k or not isinstance(v, str):
+                raise InvalidArgumentError(
+                    f"table properties are non-empty strings mapped to strings, got {k!r}: {v!r}"
+                )
+        for k in [*values, *remove]:
+            if not isinstance(k, str) or k.startswith("tessera.commit."):
+                raise InvalidArgumentError(f"{k!r} is not a property a user can set (the commit coordinator owns it)")
+        for c in parse_columns(values.get(ZONEMAP_COLUMNS)):
+            check_indexable(self, c)
+        if not values and not remove:
+            return self
+
+        def build(view: Table, base: mf.ManifestFile) -> transaction_pb2.Transaction:
+            txn = new_transaction(base.version)
+            for k, v in values.items():
+                txn.update_config.upsert_values[k] = v
+            txn.update_config.delete_keys.extend(remove)
+            return txn
+
+        self._run(build)
+        if ZONEMAP_COLUMNS in values:
+            maintain(self)
+        return self
+
+    def create_index(
+        self,
+        column: str,
+        index_type: str = "zonemap",
+        *,
+        name: str | None = None,
+        rows_per_zone: int | None = None,
+    ) -> Table:
+        """Build a ZONEMAP index (pylance 14's, per-zone min/max/null/NaN counts)
+        on ``column`` over every fragment, replacing any zone map it has; from
+        then on every write keeps it covering its new fragments.  Scans with a
+        range filter on the column skip the fragments and row ranges no zone
+        can match (pylance does too).  On a table without rows the column is
+        recorded in ``tessera.zonemap.columns`` and indexed by the first write."""
+        from .indexes import INDEX_TYPES, ZONEMAP_COLUMNS, build_index_transaction, check_indexable, configured_columns
+
+        if not isinstance(index_type, str) or index_type.lower() not in INDEX_TYPES:
+            raise InvalidArgumentError(f"unsupported index type {index_type!r}; Tessera builds {list(INDEX_TYPES)}")
+        if rows_per_zone is not None and (
+            isinstance(rows_per_zone, bool) or not isinstance(rows_per_zone, int) or rows_per_zone < 1
+        ):
+            raise InvalidArgumentError(f"rows_per_zone must be a positive integer, got {rows_per_zone!r}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise InvalidArgumentError(f"an index name is a non-empty string, got {name!r}")
+        check_indexable(self, column)
+        if not self.fragments:
+            cols = configured_columns(self)
+            if column not in cols:
+                self.set_properties({ZONEMAP_COLUMNS: ",".join([*cols, column])})
+            return self
+        self._run(
+            lambda view, base: build_index_transaction(
+                view, [column], rebuild=True, rows_per_zone=rows_per_zone, name=name
+            )
+        )
+        return self
+
+    def optimize_indices(self) -> Table:
+        """Extend every zone map (and index every ``tessera.zonemap.columns``
+        column) to cover all fragments, in one commit; writes do this themselves."""
+        from .indexes import build_index_transaction, maintained_columns
+
+        self._run(lambda view, base: build_index_transaction(view, maintained_columns(view)))
+        return self
+
+    def list_indices(self) -> list[dict[str, Any]]:
+        """The table's indices (pylance's and Tessera's): name, type, columns,
+        uuid, the fragments covered and the version each was built on."""
+        from pyroaring import BitMap
+
+        raw = self._mfile.index_section
+        if not raw:
+            return []
+        by_id = {f.id: f.name for f in self._fields}
+        out = []
+        for m in table_pb2.IndexSection.FromString(raw).indices:
+            kind = m.index_details.type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails") or "unknown"
+            out.append(
+                {
+                    "name": m.name,
+                    "type": kind.upper(),
+                    "columns": [by_id.get(i, f"<field {i}>") for i in m.fields],
+                    "uuid": str(uuidlib.UUID(bytes=bytes(m.uuid.uuid))),
+                    "fragments": sorted(BitMap.deserialize(bytes(m.fragment_bitmap))) if m.fragment_bitmap else None,
+                    "dataset_version": m.dataset_version,
+                }
+            )
+        return out
+
+    def _after_write(self) -> None:
+        """Keep the zone maps covering what a write added (a second commit; see catalog/indexes.py)."""
+        from .indexes import maintain
+
+        maintain(self)
 
     def restore(self, version: int | str) -> Table:
         """Make an older version (or tag) the latest, as a new version."""
@@ -630,7 +752,8 @@ class Table:
         self, indices: Sequence[int], columns: Sequence[str] | None = None, *, with_row_address: bool = False
     ) -> pa.Table:
         """Rows by position among the live rows (0 .. count_rows()-1)."""
-        from .fragments import file_reader_cache
+        from tessera.format.table.fragments import file_reader_cache
+
         from .scan import fields_by_name
 
         idx = np.asarray(indices, dtype=np.int64)

@@ -9,12 +9,12 @@ import numbers
 import re
 
 from tessera.commit import store as tstore
+from tessera.format.table.paths import TAGS_DIR, tag_path, version_path
 from tessera.stores.errors import AlreadyExistsError, ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore
 
 from .errors import InvalidArgumentError, TagError
 
-TAGS_DIR = "_refs/tags"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
@@ -29,7 +29,7 @@ class Tags:
     def _path(self, name: str) -> str:
         if not isinstance(name, str) or not _NAME.match(name) or name.endswith(".lock") or ".." in name:
             raise InvalidArgumentError(f"invalid tag name {name!r}: use letters, digits, '_', '.', '-'")
-        return f"{TAGS_DIR}/{name}.json"
+        return tag_path(name)
 
     def list(self) -> dict[str, dict]:
         out = {}
@@ -63,7 +63,7 @@ class Tags:
         versions, scheme = tstore.list_versions(self._store)
         if version not in versions:
             raise TagError(f"cannot tag version {version}: it does not exist")
-        size = self._store.size(f"{tstore.VERSIONS_DIR}/{versions[version]}")
+        size = self._store.size(version_path(versions[version]))
         now = _now()
         return json.dumps(
             {

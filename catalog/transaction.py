@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tessera.commit import store as tstore
-from tessera.commit.builder import build_manifest
+from tessera.commit.builder import build_index_section, build_manifest
 from tessera.commit.errors import PartialTransactionError
 from tessera.commit.handlers import ExternalCommitHandler
 from tessera.commit.multi import TableVersion, commit_many
@@ -76,8 +76,7 @@ class _Staging:
             restore_from=restore_from.manifest if restore_from else None,
             identity=table._handler.config(),
         )
-        op = txn.WhichOneof("operation")
-        index = None if op == "overwrite" else (restore_from.index_section if restore_from else base.index_section)
+        index = build_index_section(txn, base.index_section, restore_from, version=base.version)
         data = mf.write_manifest(manifest, txn, index)
         entry.versions.append((version, data, txn))
         return mf.ManifestFile(manifest, txn, index, base.naming)
@@ -159,6 +158,22 @@ class CatalogTransaction:
         finally:
             for t in self._tables.values():
                 t._staging = None
+        if exc_type is None:
+            self._maintain_indices()
+
+    def _maintain_indices(self) -> None:
+        """Zone maps over the fragments the transaction added, one commit per table
+        after the transaction's (catalog/indexes.py); a failure leaves them unindexed."""
+        from .indexes import maintain
+
+        for e in self._staging.entries:
+            if e.versions:
+                try:
+                    e.table.refresh()
+                except Exception as exc:  # noqa: BLE001 - the transaction stands; the next write catches up
+                    log.warning("%s: zone maps not updated after the transaction (%s)", e.table.uri, exc)
+                    continue
+                maintain(e.table)
 
     def commit(self) -> None:
         """Commit every staged version of every table at once (``commit.multi``)."""

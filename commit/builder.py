@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from tessera.format import manifest as mf
 from tessera.format.protos import rowids_pb2, table_pb2, transaction_pb2
 
-from .errors import CommitError
+from .errors import CommitError, IndexReplacedError
 
 WRITER_LIBRARY = "tessera"
 WRITER_VERSION = "0.1.0"
@@ -147,7 +147,7 @@ def build_manifest(
     elif op == "reserve_fragments":
         assign.next_id += txn.reserve_fragments.num_fragments
     elif op == "create_index":
-        pass  # Tessera never creates indices; carried forward by the caller
+        pass  # the index section changes (build_index_section), not the fragments
     else:
         raise CommitError(f"Tessera cannot commit a {op!r} transaction")
     m.version = version
@@ -202,3 +202,43 @@ def _apply_update_map(target, update) -> None:
             target[e.key] = e.value
         else:
             target.pop(e.key, None)
+
+
+def build_index_section(
+    txn: transaction_pb2.Transaction,
+    cur_index: bytes | None,
+    restore_from: mf.ManifestFile | None = None,
+    *,
+    version: int = 0,
+) -> bytes | None:
+    """The index section of the manifest ``txn`` makes on a version whose section is ``cur_index``.
+
+    Overwrite drops every index, a restore takes the restored version's (``restore_from``), a
+    CreateIndex removes its ``removed_indices`` (by uuid) and adds its
+    ``new_indices``; everything else carries the section forward unchanged.
+    A CreateIndex whose removed index is no longer there (a concurrent writer
+    replaced it) raises :class:`IndexReplacedError`: the index must be rebuilt
+    on the latest version."""
+    op = txn.WhichOneof("operation")
+    if op == "overwrite":
+        return None
+    if op == "restore" and restore_from is not None:
+        return restore_from.index_section
+    if op != "create_index":
+        return cur_index
+    section = table_pb2.IndexSection()
+    if cur_index:
+        section.ParseFromString(cur_index)
+    present = {bytes(m.uuid.uuid) for m in section.indices}
+    gone = {bytes(m.uuid.uuid) for m in txn.create_index.removed_indices}
+    if gone - present:
+        raise IndexReplacedError(
+            version, "an index this transaction replaces was replaced or dropped by a concurrent commit"
+        )
+    names = {m.name for m in section.indices if bytes(m.uuid.uuid) not in gone}
+    for m in txn.create_index.new_indices:
+        if m.name in names:
+            raise IndexReplacedError(version, f"a concurrent commit created an index named {m.name!r}")
+    kept = [m for m in section.indices if bytes(m.uuid.uuid) not in gone]
+    out = table_pb2.IndexSection(indices=[*kept, *txn.create_index.new_indices])
+    return out.SerializeToString() if out.indices else None

@@ -11,14 +11,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tessera.format import deletion as ldeletion
 from tessera.format import manifest as mf
+from tessera.format.protos import table_pb2
+from tessera.format.table import paths
 from tessera.stores.object_store import ObjectStore
-
-from . import store as tstore
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)``: told how far a long operation is (clean-up, compaction)."""
 
 DEFAULT_ORPHAN_AGE = dt.timedelta(days=1)
-_PREFIXES = ("data", "_deletions", tstore.TRANSACTIONS_DIR, tstore.VERSIONS_DIR)
+_PREFIXES = (paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR, paths.VERSIONS_DIR, paths.INDICES_DIR)
 
 
 @dataclass
@@ -42,15 +42,40 @@ def referenced_paths(store: ObjectStore, manifests: list[mf.ManifestFile]) -> se
     for mfile in manifests:
         m = mfile.manifest
         if m.transaction_file:
-            out.add(f"{tstore.TRANSACTIONS_DIR}/{m.transaction_file}")
+            out.add(paths.transaction_path(m.transaction_file))
         for frag in m.fragments:
             for df in frag.files:
-                out.add(f"data/{df.path}")
+                out.add(paths.data_path(df.path))
             if frag.HasField("deletion_file"):
-                out.add(ldeletion.deletion_file_path(frag.id, frag.deletion_file))
+                out.add(paths.deletion_file_path(frag.id, frag.deletion_file))
             for which in ("external_row_ids", "external_created_at_versions", "external_last_updated_at_versions"):
                 if frag.HasField(which):
                     out.add(getattr(frag, which).path)
+        out |= index_dirs(mfile)
+    return out
+
+
+def index_dirs(mfile: mf.ManifestFile) -> set[str]:
+    """``_indices/<uuid>/`` of each index the version lists (a directory: an
+    index may hold several files), except indices kept under another base path."""
+    if not mfile.index_section:
+        return set()
+    section = table_pb2.IndexSection.FromString(mfile.index_section)
+    return {
+        f"{paths.INDICES_DIR}/{uuidlib.UUID(bytes=bytes(m.uuid.uuid))}/"
+        for m in section.indices
+        if not m.HasField("base_id") and len(m.uuid.uuid) == 16
+    }
+
+
+def expand_dirs(store: ObjectStore, names: list[str]) -> list[str]:
+    """``names`` with each directory (a name ending in ``/``) replaced by the files under it."""
+    out: list[str] = []
+    for name in names:
+        if name.endswith("/"):
+            out.extend(sorted(path for path, _size, _mtime in store.walk(name.rstrip("/"))))
+        else:
+            out.append(name)
     return out
 
 
@@ -72,13 +97,15 @@ def remove_orphans(
     for prefix in _PREFIXES:
         for path, size, mtime in store.walk(prefix):
             name = path.rsplit("/", 1)[-1]
-            if prefix == tstore.VERSIONS_DIR:
-                if mf.parse_manifest_name(name) is not None or name == "latest_version_hint.json":
+            if prefix == paths.VERSIONS_DIR:
+                if mf.parse_manifest_name(name) is not None or name == paths.HINT_NAME:
                     continue  # versions are removed only by version clean-up
-                if ".manifest-" not in name or path in protect_staged:
+                if not paths.is_staged_manifest(name) or path in protect_staged:
                     continue
             elif path in keep:
                 continue
+            elif prefix == paths.INDICES_DIR and "/".join(path.split("/")[:2]) + "/" in keep:
+                continue  # a file of an index some version lists
             if mtime > cutoff:
                 report.kept_young += 1
                 continue

@@ -24,12 +24,13 @@ from tenacity import RetryError
 
 from tessera.format import manifest as mf
 from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.format.table import paths
 from tessera.stores.errors import ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore
 
 from . import conflicts
 from . import store as tstore
-from .builder import build_manifest
+from .builder import build_index_section, build_manifest
 from .errors import BaseVersionGoneError, CommitConflictError, IncompatibleTransactionError, TooMuchContentionError
 from .handlers import CommitHandler, NativeCommitHandler
 from .lineage import fingerprint
@@ -79,7 +80,7 @@ def commit_transaction(
         scheme = base.naming or tstore.list_versions(store)[1] or naming or mf.NamingScheme.V2
     else:
         scheme = naming or mf.NamingScheme.V2
-    txn_path = f"{tstore.TRANSACTIONS_DIR}/{mf.transaction_file_name(txn.read_version, txn.uuid)}"
+    txn_path = paths.new_transaction_path(txn.read_version, txn.uuid)
     state = {"base": base}
     result: list[mf.ManifestFile] = []
 
@@ -95,12 +96,12 @@ def commit_transaction(
             stable_row_ids=stable_row_ids,
             identity=handler.config(),  # per attempt: a rebase may have bound the incarnation
         )
-        if op == "overwrite":
-            index = None
-        elif op == "restore" and restore_from is not None:
-            index = restore_from.index_section
-        else:
-            index = cur.index_section if cur else None
+        index = build_index_section(
+            txn,
+            cur.index_section if cur else None,
+            restore_from,
+            version=cur.version if cur else 0,
+        )
         store.put(txn_path, txn.SerializeToString())
         data = mf.write_manifest(manifest, txn, index)
         try:

@@ -17,6 +17,7 @@ import numpy as np
 
 from tessera.format import deletion as ldeletion
 from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.format.table import paths
 from tessera.stores.object_store import ObjectStore
 
 
@@ -205,7 +206,7 @@ def merge_deletions(
             raise RetryableConflict(f"fragment {frag.id} changed concurrently")
         if cur.HasField("deletion_file"):
             d = cur.deletion_file
-            path = ldeletion.deletion_file_path(cur.id, d)
+            path = paths.deletion_file_path(cur.id, d)
             existing = ldeletion.decode(store.read(path), d.file_type, path).astype(np.int64)
         else:
             existing = np.zeros(0, np.int64)
@@ -218,7 +219,7 @@ def merge_deletions(
             removed.append(frag.id)
             continue
         meta, data = ldeletion.encode(merged, latest.version)
-        store.put(ldeletion.deletion_file_path(frag.id, meta), data)
+        store.put(paths.deletion_file_path(frag.id, meta), data)
         out = table_pb2.DataFragment()
         out.CopyFrom(cur)
         out.deletion_file.CopyFrom(meta)

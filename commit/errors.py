@@ -79,6 +79,12 @@ class BaseVersionGoneError(CommitConflictError):
     latest version."""
 
 
+class IndexReplacedError(CommitConflictError):
+    """An index this transaction replaces was replaced or dropped by a concurrent
+    commit (or a concurrent commit created one of the same name): rebuild the
+    index on the latest version."""
+
+
 class PartialTransactionError(CommitError):
     """A multi-table transaction was decided in the manifest store, but a
     writer outside the store took the version of some of its tables first

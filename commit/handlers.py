@@ -36,6 +36,7 @@ from typing import Protocol, runtime_checkable
 
 from tessera.format import manifest as mf
 from tessera.format.protos import table_pb2
+from tessera.format.table import paths
 from tessera.stores.errors import (
     AlreadyExistsError,
     AmbiguousStoreError,
@@ -226,7 +227,7 @@ class NativeCommitHandler:
 
     def verify_base(self, store: ObjectStore, base: mf.ManifestFile) -> None:
         scheme = base.naming or tstore.list_versions(store)[1] or mf.NamingScheme.V2
-        path = tstore.manifest_path(base.version, scheme)
+        path = paths.manifest_path(base.version, scheme)
         found = self.policy.read_back(lambda: fingerprint_at(store, path))
         if found is not None and (base.fingerprint is None or found == base.fingerprint):
             if base.fingerprint is not None:
@@ -275,7 +276,7 @@ class NativeCommitHandler:
         self.check_store(store)
         if base is not None:
             self.verify_base(store, base)
-        path = tstore.manifest_path(version, scheme)
+        path = paths.manifest_path(version, scheme)
         for _ in range(3):
             try:
                 store.put_if_not_exists(path, data)
@@ -455,7 +456,7 @@ class ExternalCommitHandler:
         base: mf.ManifestFile | None,
         deadline: float | None = None,
     ) -> None:
-        final = tstore.manifest_path(version, scheme)
+        final = paths.manifest_path(version, scheme)
         record = self.stage(store, version, data, scheme, txn_uuid)
         self.reserve(store, record, deadline)
         faults.point(faults.RESERVED)
@@ -465,8 +466,8 @@ class ExternalCommitHandler:
         self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str
     ) -> VersionRecord:
         """Write the staged manifest; the record to reserve for it."""
-        final = tstore.manifest_path(version, scheme)
-        staged = f"{final}-{uuid.uuid4()}"
+        final = paths.manifest_path(version, scheme)
+        staged = paths.staged_manifest_path(final)
         store.put(staged, data)
         faults.point(faults.STAGED)
         return VersionRecord(self.table_key, version, staged, len(data), txn_uuid, self.incarnation)
@@ -595,10 +596,9 @@ class ExternalCommitHandler:
         """The final manifest path of a row, finishing its commit when needed."""
         if record.is_final:
             return record.path
-        cut = record.path.rfind(".manifest-")
-        if cut < 0:
+        final = paths.final_manifest_path(record.path)
+        if final is None:
             raise UnrecoverableCommitError(record.version, record.path, store.uri)
-        final = record.path[: cut + len(".manifest")]
         try:
             data: bytes | None = store.read(record.path)
         except ObjectNotFoundError:
@@ -621,7 +621,7 @@ class ExternalCommitHandler:
         scheme = mf.parse_manifest_name(final.rsplit("/", 1)[-1])
         naming = scheme[1] if scheme else mf.NamingScheme.V2
         while True:
-            nxt = tstore.manifest_path(row.version + 1, naming)
+            nxt = paths.manifest_path(row.version + 1, naming)
             try:
                 data = store.read(nxt)
             except ObjectNotFoundError:

@@ -29,6 +29,7 @@ from typing import Protocol
 
 from tessera.format import manifest as mf
 from tessera.format.protos import transaction_pb2
+from tessera.format.table import paths
 from tessera.stores.errors import (
     AmbiguousStoreError,
     IncarnationMismatchError,
@@ -78,7 +79,7 @@ def commit_many(ms: MultiTableStore, versions: list[TableVersion], policy: Retry
     records: list[VersionRecord] = []
     for v in versions:
         v.store.put(
-            f"{tstore.TRANSACTIONS_DIR}/{mf.transaction_file_name(v.txn.read_version, v.txn.uuid)}",
+            paths.new_transaction_path(v.txn.read_version, v.txn.uuid),
             v.txn.SerializeToString(),
         )
         records.append(v.handler.stage(v.store, v.version, v.data, v.scheme, v.txn.uuid))
@@ -86,7 +87,7 @@ def commit_many(ms: MultiTableStore, versions: list[TableVersion], policy: Retry
     faults.point(faults.RESERVED)
     lost, unknown = [], []
     for v, rec in zip(versions, records):
-        final = tstore.manifest_path(v.version, v.scheme)
+        final = paths.manifest_path(v.version, v.scheme)
         try:
             v.handler.complete(v.store, rec, final, v.data, deadline)
         except CommitConflictError:

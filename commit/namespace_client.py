@@ -21,10 +21,10 @@ from typing import Any
 
 from tessera.format import manifest as mf
 from tessera.format.protos import table_pb2
+from tessera.format.table import paths
 from tessera.stores.errors import ObjectNotFoundError, StoreError
 from tessera.stores.object_store import ObjectStore
 
-from . import store as tstore
 from .errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
@@ -147,8 +147,8 @@ class NamespaceCommitHandler:
     ) -> None:
         from lance_namespace import CreateTableVersionRequest
 
-        final = tstore.manifest_path(version, scheme)
-        staged = f"{final}-{uuid.uuid4()}"
+        final = paths.manifest_path(version, scheme)
+        staged = paths.staged_manifest_path(final)
         store.put(staged, data)
         root = root_relative(store)
         try:

@@ -10,20 +10,17 @@ import json
 
 from tessera.format import manifest as mf
 from tessera.format.protos import transaction_pb2
+from tessera.format.table import paths
 from tessera.stores.errors import ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore
 
 from .errors import TableNotFoundError, VersionNotFoundError
 from .lineage import fingerprint
 
-VERSIONS_DIR = "_versions"
-TRANSACTIONS_DIR = "_transactions"
-HINT_FILE = f"{VERSIONS_DIR}/latest_version_hint.json"
-
 
 def list_versions(store: ObjectStore) -> tuple[dict[int, str], mf.NamingScheme | None]:
     """All committed versions -> manifest file name, and the naming scheme."""
-    return mf.scan_versions(store.list(VERSIONS_DIR))
+    return mf.scan_versions(store.list(paths.VERSIONS_DIR))
 
 
 def latest_version(store: ObjectStore) -> int:
@@ -31,10 +28,6 @@ def latest_version(store: ObjectStore) -> int:
     if not versions:
         raise TableNotFoundError(f"no Lance table at {store.uri} (no manifests under _versions/)")
     return max(versions)
-
-
-def manifest_path(version: int, scheme: mf.NamingScheme) -> str:
-    return f"{VERSIONS_DIR}/{mf.manifest_name(version, scheme)}"
 
 
 def load_manifest(store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
@@ -49,7 +42,7 @@ def load_manifest(store: ObjectStore, version: int | None = None) -> mf.Manifest
         raise VersionNotFoundError(
             f"version {version} of {store.uri} does not exist (versions {min(versions)}..{max(versions)})"
         )
-    path = f"{VERSIONS_DIR}/{name}"
+    path = paths.version_path(name)
     try:
         data = store.read(path)
     except ObjectNotFoundError as exc:
@@ -74,7 +67,7 @@ def write_hint(store: ObjectStore, version: int) -> None:
     if not isinstance(store, LocalObjectStore):
         return
     try:
-        store.put(HINT_FILE, json.dumps({"version": version}, separators=(",", ":")).encode())
+        store.put(paths.HINT_FILE, json.dumps({"version": version}, separators=(",", ":")).encode())
     except OSError:
         pass  # advisory only
 
@@ -87,7 +80,7 @@ def load_transaction(store: ObjectStore, mfile: mf.ManifestFile) -> transaction_
     name = mfile.manifest.transaction_file
     if not name:
         return None
-    path = f"{TRANSACTIONS_DIR}/{name}"
+    path = paths.transaction_path(name)
     try:
         data = store.read(path)
     except ObjectNotFoundError:

@@ -12,7 +12,8 @@ deleted, so a commit that lands during the clean-up protects its files.
 Finally the orphans of failed commits (files no version ever referenced) are
 removed once older than ``orphan_age`` (:mod:`commit.cleanup`).
 
-Index files (``_indices/``) are never deleted.  A manifest that cannot be read
+An index's files (``_indices/<uuid>/``) go when no kept version lists the
+index (a replaced zone map, say).  A manifest that cannot be read
 stops the clean-up: treating it as absent could delete files it needs.
 
 Caveat (as in Lance): a writer whose base version is older than the removed
@@ -28,11 +29,12 @@ import time
 from dataclasses import dataclass, field
 
 from tessera.format import manifest as mf
+from tessera.format.table import paths
 from tessera.stores.errors import ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore
 
 from . import store as tstore
-from .cleanup import DEFAULT_ORPHAN_AGE, CleanupReport, Progress, referenced_paths, remove_orphans
+from .cleanup import DEFAULT_ORPHAN_AGE, CleanupReport, Progress, expand_dirs, referenced_paths, remove_orphans
 from .errors import VersionNotFoundError
 from .handlers import CommitHandler
 
@@ -146,7 +148,7 @@ def cleanup_old_versions(
         tell("deleting manifests", 0, len(removed))
         for n, m in enumerate(removed, 1):
             if m.version in names:
-                path = f"{tstore.VERSIONS_DIR}/{names[m.version]}"
+                path = paths.version_path(names[m.version])
                 report.bytes_removed += _size(store, path)
                 store.delete(path)
             tell("deleting manifests", n, len(removed))
@@ -155,6 +157,7 @@ def cleanup_old_versions(
         fresh = [_load(store, handler, v, names_now) for v in again if v > max(versions)]
         keep_paths |= referenced_paths(store, fresh)
         doomed = [p for p in doomed if p not in keep_paths]
+    doomed = expand_dirs(store, doomed)  # an index's directory: its files
     verb = "listing files" if dry_run else "deleting files"
     tell(verb, 0, len(doomed))
     for n, path in enumerate(doomed, 1):

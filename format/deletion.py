@@ -17,15 +17,10 @@ from pyroaring import BitMap
 
 from .errors import CorruptFileError
 from .protos import table_pb2
+from .table.paths import deletion_file_path  # noqa: F401  (a deletion file's path; defined with the table's other names)
 
 ARROW_MAX_ROWS = 5000
 SCHEMA = pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
-
-
-def deletion_file_path(fragment_id: int, d: table_pb2.DeletionFile) -> str:
-    """Path of a deletion file relative to the table root."""
-    ext = "arrow" if d.file_type == table_pb2.ARROW_ARRAY else "bin"
-    return f"_deletions/{fragment_id}-{d.read_version}-{d.id}.{ext}"
 
 
 def encode(rows: np.ndarray, read_version: int) -> tuple[table_pb2.DeletionFile, bytes]:

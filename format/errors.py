@@ -71,3 +71,14 @@ class MissingFileError(FileAccessError, FileNotFoundError):
 class ClosedFileError(FormatError, ValueError):
     """A read through a reader that was closed (a ValueError, as Python's own
     I/O on a closed file)."""
+
+
+class InvalidPathError(FormatError, ValueError):
+    """A path inside a table that its object store cannot name at all (a name
+    too long for the file system, a NUL byte...).  The stores raise their own
+    ``InvalidURIError`` for it; the table format raises this instead."""
+
+
+class RewriteError(FormatError):
+    """Fragments that cannot be rewritten as asked (compaction's data step):
+    their rows do not fit in one file, or their row ids are missing."""

@@ -33,7 +33,6 @@ an object with ``read(path) -> bytes``.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -43,13 +42,12 @@ from .container import parse_proto
 from .errors import CorruptFileError, UnsupportedEncodingError
 from .manifest import check_relative_path
 from .protos import rowids_pb2, table_pb2
+from .table import paths
 
 INLINE_LIMIT = 200 * 1024  # Lance: "inline when under ~200 KB"
 #: sequences over this many bytes go to an external file; None: always inline
 #: (the default, because pylance 14.0.2 cannot read external sequences)
 EXTERNAL_LIMIT: int | None = None
-EXTERNAL_DIR = "data"
-EXTERNAL_SUFFIX = ".rowids"
 #: a strictly increasing piece is cut where a gap exceeds this many absent values
 GAP_SPLIT = 256
 #: pieces shorter than this are merged with their neighbours into one segment
@@ -388,7 +386,7 @@ def decode_versions(data: bytes, path: str | None = None) -> np.ndarray:
 
 def external_path() -> str:
     """A fresh path (relative to the table root) for an external sequence file."""
-    return f"{EXTERNAL_DIR}/{uuid.uuid4().hex}{EXTERNAL_SUFFIX}"
+    return paths.new_sequence_path()
 
 
 def read_sequence_bytes(

@@ -15,10 +15,13 @@ import math
 import struct
 import time
 import uuid as uuidlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from .container import ALIGNMENT, FOOTER, FOOTER_SIZE
@@ -52,6 +55,8 @@ class ZoneMap:
     rows_per_zone: int
     value_type: pa.DataType
     zones: dict[int, list[Zone]] = field(default_factory=dict)  # by fragment id
+    #: row offsets holding NULL, by fragment id (the file's global buffer 1; empty fragments omitted)
+    null_rows: dict[int, BitMap] = field(default_factory=dict)
 
     def all_zones(self) -> list[Zone]:
         return [z for fid in sorted(self.zones) for z in self.zones[fid]]
@@ -82,28 +87,89 @@ def read_zonemap(store: _Store, index_metadata: table_pb2.IndexMetadata) -> Zone
             cols["nan_count"][i],
         )
         zm.zones.setdefault(z.fragment_id, []).append(z)
+    zm.null_rows = _read_null_rows(data)
     return zm
+
+
+def _read_null_rows(data: bytes) -> dict[int, BitMap]:
+    """Global buffer 1 of a zonemap file (see ``_null_rows_buffer``); {} when absent."""
+    _cm, _cmo, gbo, ngb, *_ = FOOTER.unpack(data[-FOOTER_SIZE:])
+    if ngb < 2:
+        return {}
+    pos, length = struct.unpack_from("<QQ", data, gbo + 16)
+    buf = memoryview(data)[pos : pos + length]
+    if len(buf) != length or length < 4:
+        raise ValueError(f"zonemap null-rows buffer [{pos}, {pos + length}) is outside the file")
+    (count,) = struct.unpack_from("<I", buf, 0)
+    out: dict[int, BitMap] = {}
+    at = 4
+    for _ in range(count):
+        fid, size = struct.unpack_from("<II", buf, at)
+        at += 8
+        if at + size > length:
+            raise ValueError("zonemap null-rows buffer is truncated")
+        out[fid] = BitMap.deserialize(bytes(buf[at : at + size]))
+        at += size
+    return out
 
 
 def _is_nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
-def _zone_stats(values: list[Any]) -> tuple[Any, Any, int, int]:
-    nulls = sum(v is None for v in values)
-    nans = sum(_is_nan(v) for v in values)
-    rest = [v for v in values if v is not None and not _is_nan(v)]
-    # pylance orders NaN above every number (total order): NaN in a zone makes max NaN
-    lo = min(rest) if rest else (math.nan if nans else None)
-    hi = math.nan if nans else (max(rest) if rest else None)
-    return (lo, hi, nulls, nans)
+def _value_type_ok(t: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_temporal(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_boolean(t)
+    )
 
 
-def _null_rows_buffer(null_rows: dict[int, list[int]]) -> bytes:
+def fragment_zones(
+    fragment_id: int, values: pa.Array, rows_per_zone: int = DEFAULT_ROWS_PER_ZONE
+) -> tuple[list[Zone], BitMap]:
+    """The zones of one fragment's column (physical rows, deleted ones included)
+    and the offsets holding NULL, computed with Arrow kernels per zone."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if not _value_type_ok(values.type):
+        raise TypeError(f"a zone map cannot bound a column of type {values.type}")
+    floating = pa.types.is_floating(values.type)
+    nulls = BitMap()
+    if values.null_count:
+        nulls = BitMap(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False)).astype(np.uint32))
+    zones: list[Zone] = []
+    for start in range(0, len(values), rows_per_zone):
+        chunk = values.slice(start, rows_per_zone)
+        n = len(chunk)
+        null_count = chunk.null_count
+        nan_count = 0
+        if floating:
+            nan_mask = pc.is_nan(chunk)
+            nan_count = int(pc.sum(nan_mask).as_py() or 0)
+            if nan_count:
+                chunk = chunk.filter(pc.invert(nan_mask))  # NULLs of the mask drop too
+        if null_count + nan_count == n:
+            lo = hi = math.nan if nan_count else None
+        else:
+            mm = pc.min_max(chunk)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if nan_count:
+                hi = math.nan  # pylance orders NaN above every number: a zone with NaN has max NaN
+        zones.append(Zone(fragment_id, start, n, lo, hi, null_count, nan_count))
+    return zones, nulls
+
+
+def _null_rows_buffer(null_rows: Mapping[int, Iterable[int]]) -> bytes:
     """Row addresses holding NULL, as pylance writes them: u32 entry count, then per
     fragment with nulls (ascending id): u32 fragment id, u32 byte length, portable
     32-bit roaring bitmap of row offsets."""
-    entries = [(fid, BitMap(rows).serialize()) for fid, rows in sorted(null_rows.items()) if rows]
+    bitmaps = [(fid, BitMap(rows)) for fid, rows in sorted(null_rows.items())]
+    entries = [(fid, bm.serialize()) for fid, bm in bitmaps if len(bm)]
     out = bytearray(struct.pack("<I", len(entries)))
     for fid, bm in entries:
         out += struct.pack("<II", fid, len(bm)) + bm
@@ -159,19 +225,31 @@ def write_zonemap(
     """Write a zonemap over ``fragments`` ((fragment id, column values) in row order)."""
     if not fragments:
         raise ValueError("no fragments")
-    vtype = fragments[0][1].type
+    zm = ZoneMap(rows_per_zone, fragments[0][1].type)
+    for fid, arr in fragments:
+        zm.zones[fid], zm.null_rows[fid] = fragment_zones(fid, arr, rows_per_zone)
+    return write_zones(store, column_field, zm, name=name, dataset_version=dataset_version)
+
+
+def write_zones(
+    store: _Store,
+    column_field: Any,  # a Field proto (needs .id and .name)
+    zonemap: ZoneMap,
+    *,
+    name: str | None = None,
+    dataset_version: int,
+) -> tuple[list[str], table_pb2.IndexMetadata]:
+    """Write ``zonemap`` as a new index (a fresh uuid) covering exactly its fragments;
+    returns the paths written and the manifest entry."""
+    if not zonemap.zones:
+        raise ValueError("no fragments")
+    vtype = zonemap.value_type
     rows: dict[str, list[Any]] = {
         k: [] for k in ("min", "max", "null_count", "nan_count", "fragment_id", "zone_start", "zone_length")
     }
-    null_rows: dict[int, list[int]] = {}
-    for fid, arr in fragments:
-        values = arr.to_pylist()
-        null_rows[fid] = [i for i, v in enumerate(values) if v is None]
-        for start in range(0, len(values), rows_per_zone):
-            chunk = values[start : start + rows_per_zone]
-            lo, hi, nulls, nans = _zone_stats(chunk)
-            for k, v in zip(rows, (lo, hi, nulls, nans, fid, start, len(chunk)), strict=True):
-                rows[k].append(v)
+    for z in zonemap.all_zones():
+        for k, v in zip(rows, (z.min, z.max, z.null_count, z.nan_count, z.fragment_id, z.start, z.length), strict=True):
+            rows[k].append(v)
     u64, u32 = pa.uint64(), pa.uint32()
     schema = pa.schema(
         [
@@ -183,13 +261,14 @@ def write_zonemap(
             pa.field("zone_start", u64, nullable=False),
             pa.field("zone_length", u64, nullable=False),
         ],
-        metadata={"rows_per_zone": str(rows_per_zone), "null_bitmap": "1"},
+        metadata={"rows_per_zone": str(zonemap.rows_per_zone), "null_bitmap": "1"},
     )
     table = pa.Table.from_pydict(rows, schema=schema)
     buf = io.BytesIO()
     with FileWriter(buf, schema, file_version="2.2") as w:
         w.write(table)
     # global buffer 1 (schema metadata null_bitmap=1): row addresses holding NULL
+    null_rows = {fid: bm for fid, bm in zonemap.null_rows.items() if fid in zonemap.zones}
     data = _add_global_buffer(buf.getvalue(), _null_rows_buffer(null_rows))
     uid = uuidlib.uuid4()
     path = f"_indices/{uid}/{FILE_NAME}"
@@ -199,9 +278,9 @@ def write_zonemap(
     meta.fields.append(column_field.id)
     meta.name = name or f"{column_field.name}_idx"
     meta.dataset_version = dataset_version
-    meta.fragment_bitmap = BitMap([fid for fid, _ in fragments]).serialize()
+    meta.fragment_bitmap = BitMap(zonemap.zones).serialize()
     meta.index_details.type_url = TYPE_URL
-    meta.index_details.value = _details(rows_per_zone, vtype)
+    meta.index_details.value = _details(zonemap.rows_per_zone, vtype)
     meta.index_version = 0
     meta.created_at = int(time.time() * 1000)
     f = meta.files.add()

@@ -41,6 +41,9 @@ Options (keys are case-insensitive, values strings):
                           session's default parallelism, see :func:`register`)
 ``max_partition_bytes``   read: most data file bytes per task (128 MiB)
 ``rows_per_partition``    read: most rows per task (no limit)
+``read_stats_dir``        read: a directory (on each executor's file system)
+                          where every task writes a JSON file of what it read:
+                          pieces, fragments, rows, bytes read from data files
 ``file_version``          write, new tables: Lance file version (2.2)
 ``max_rows_per_file``     write: rows per data file/fragment (1048576)
 ``write_batch_rows``      write: rows buffered before encoding (131072)
@@ -386,9 +389,11 @@ class TesseraDataSource(DataSource):
                 max_partition_bytes=_int_option(o, "max_partition_bytes", DEFAULT_MAX_PARTITION_BYTES),
                 rows_per_partition=_int_option(o, "rows_per_partition", None),
             ),
+            read_stats_dir=o.get("read_stats_dir") or None,
         )
         cls = TesseraFilteringReader if pushdown else TesseraReader
-        return cls(plan, schema, [f.SerializeToString() for f in table.fragments])
+        # the index section: pushed filters prune with the version's zone maps at planning
+        return cls(plan, schema, [f.SerializeToString() for f in table.fragments], table._mfile.index_section)
 
     def writer(self, schema, overwrite: bool):
         from .write import plan_write

@@ -4,8 +4,11 @@
 latest, or the ``version``/``tag`` option — and everything after reads that
 version.  With pushdown on (:class:`TesseraFilteringReader`),
 ``pushFilters`` keeps the filters it can apply exactly and hands the rest
-back; ``partitions()`` then prunes fragments with the per-file statistics
-(:mod:`tessera.catalog.spark.stats`).  The data source refuses pushdown on PySpark
+back; ``partitions()`` then reads the table's zone maps (ZONEMAP indices)
+once and prunes with the pushed filters' range terms, as ``Table.scanner``
+does (:func:`tessera.catalog.pruning.terms_pruner`): fragments no zone can
+match get no task, and each task is handed only the row ranges of the zones
+that may match.  The data source refuses pushdown on PySpark
 versions that reuse a pushed plan for other queries of the same DataFrame
 (all so far: see :func:`tessera.catalog.spark.pushdown_refusal`), so this reader is
 only reached by tests and by a Spark where pushdown is known to be safe.  ``partitions()`` cuts the rest into as few
@@ -13,18 +16,28 @@ tasks as keep every core busy (:func:`plan_partitions`: several small
 fragments per task, large fragments split by row range), and ``read()``
 (executors) reads the filter columns first, skips slices where nothing
 matches, then reads the other columns and yields Arrow batches cast to
-exactly the schema Spark expects.
+exactly the schema Spark expects; the pushed filters are applied exactly to
+every row read.
 
 Pickled to the executors: the reader (a :class:`ReadPlan` of plain values —
 URI, storage options, version, serialized field protobufs, pushed filters)
 and each partition (serialized ``DataFragment``s, each with a row range).
+
+With the ``read_stats_dir`` option, every task writes what it read (pieces,
+fragments, rows, bytes read from data files, as ``Scan.stats`` counts them)
+to a JSON file in that directory on its executor's file system: how much
+pruning saved, where Spark's own metrics cannot see inside a Python source.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
-from collections.abc import Iterator
+import os
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,15 +48,15 @@ try:
 except ImportError as _exc:  # pragma: no cover - pyspark is an optional dependency
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
-from tessera.catalog.errors import UnknownColumnError
-from tessera.catalog.fragments import FragmentReader
+from tessera.catalog.errors import InvalidArgumentError, SparkOptionError, UnknownColumnError
 from tessera.catalog.scan import mask_of
 from tessera.commit.committer import fragment_live_rows
 from tessera.format import schema as lschema
 from tessera.format.protos import file_pb2, table_pb2
+from tessera.format.table.fragments import FragmentReader
 from tessera.stores.object_store import open_object_store
 
-from .stats import Pushed, prune, translate
+from .stats import Pushed, range_terms_of, translate
 from .types import spark_arrow_schema, to_spark_batch
 
 log = logging.getLogger(__name__)
@@ -84,8 +97,31 @@ def _fragment_bytes(frag: table_pb2.DataFragment) -> int:
     return size if size > 0 else frag.physical_rows * 8 * max(1, sum(len(df.fields) for df in frag.files))
 
 
-def plan_partitions(frags: list[table_pb2.DataFragment], sizing: PartitionSizing) -> list[list[tuple[int, int, int]]]:
+def _spans(frag: table_pb2.DataFragment, ranges: Sequence[tuple[int, int]] | None) -> list[tuple[int, int]]:
+    """``ranges`` clipped to the fragment's rows, sorted and merged (None: all its rows)."""
+    n = frag.physical_rows
+    if ranges is None:
+        return [(0, n)]
+    out: list[tuple[int, int]] = []
+    for a, b in sorted((max(0, int(a)), min(n, int(b))) for a, b in ranges):
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def plan_partitions(
+    frags: list[table_pb2.DataFragment],
+    sizing: PartitionSizing,
+    ranges: Sequence[Sequence[tuple[int, int]] | None] | None = None,
+) -> list[list[tuple[int, int, int]]]:
     """Cut the live rows of ``frags`` into read tasks: ``[(fragment index, start, stop), ...]`` each.
+
+    ``ranges[i]`` (when given) are the row ranges of ``frags[i]`` to read
+    (None: all its rows, []: none): what zone maps left of the fragment.
 
     Every task pays a Python worker's fixed start-up cost (tens of ms), so a
     scan gets as few tasks as keep every core busy: like Spark's file sources,
@@ -94,22 +130,32 @@ def plan_partitions(frags: list[table_pb2.DataFragment], sizing: PartitionSizing
     split are cut into equal row ranges; consecutive pieces are packed into one
     task while they fit (and stay under ``rows_per_partition``), so tasks read
     the table in order."""
-    live = [(i, f) for i, f in enumerate(frags) if f.physical_rows and fragment_live_rows(f) > 0]
-    if not live:
+    if ranges is not None and len(ranges) != len(frags):
+        raise InvalidArgumentError(f"{len(ranges)} row range lists for {len(frags)} fragments")
+    wanted: list[tuple[int, table_pb2.DataFragment, list[tuple[int, int]], int]] = []
+    for i, f in enumerate(frags):
+        if not f.physical_rows or fragment_live_rows(f) <= 0:
+            continue
+        spans = _spans(f, ranges[i] if ranges is not None else None)
+        if spans:  # the bytes of the rows to read, in proportion
+            rows = sum(b - a for a, b in spans)
+            wanted.append((i, f, spans, math.ceil(_fragment_bytes(f) * rows / f.physical_rows)))
+    if not wanted:
         return []
-    total = sum(_fragment_bytes(f) + sizing.open_cost_bytes for _, f in live)
+    total = sum(size + sizing.open_cost_bytes for *_, size in wanted)
     split = min(sizing.max_partition_bytes, max(sizing.open_cost_bytes, total // max(1, sizing.min_partitions)))
     pieces: list[tuple[int, int, int, int]] = []  # (fragment index, start, stop, bytes)
-    for i, f in live:
-        rows, size = f.physical_rows, _fragment_bytes(f)
+    for i, _, spans, size in wanted:
+        rows = sum(b - a for a, b in spans)
         n = max(1, math.ceil(size / split))
         if sizing.rows_per_partition:
             n = max(n, math.ceil(rows / sizing.rows_per_partition))
         n = min(n, rows)
         step = math.ceil(rows / n)
-        for start in range(0, rows, step):
-            stop = min(rows, start + step)
-            pieces.append((i, start, stop, math.ceil(size * (stop - start) / rows)))
+        for a, b in spans:
+            for start in range(a, b, step):
+                stop = min(b, start + step)
+                pieces.append((i, start, stop, math.ceil(size * (stop - start) / rows)))
     tasks: list[list[tuple[int, int, int]]] = []
     cur: list[tuple[int, int, int]] = []
     cur_bytes = cur_rows = 0
@@ -141,6 +187,8 @@ class ReadPlan:
     batch_rows: int = DEFAULT_READ_BATCH_ROWS
     sizing: PartitionSizing = field(default_factory=PartitionSizing)
     pushed: list[Pushed] = field(default_factory=list)
+    #: option ``read_stats_dir``: where each task writes what it read (a JSON file)
+    read_stats_dir: str | None = None
 
     def fields(self) -> list[lschema.LanceField]:
         return lschema.fields_from_protos(file_pb2.Field.FromString(b) for b in self.field_protos)
@@ -152,32 +200,51 @@ class ReadPlan:
 class TesseraReader(DataSourceReader):
     """Plans and reads one pinned version of a table."""
 
-    def __init__(self, plan: ReadPlan, spark_schema, fragments: list[bytes]) -> None:
+    def __init__(
+        self, plan: ReadPlan, spark_schema, fragments: list[bytes], index_section: bytes | None = None
+    ) -> None:
         self.plan = plan
         self.spark_schema = spark_schema
         self._fragments = fragments  # planning only; partitions carry their own
+        self._index_section = index_section  # planning only: the version's indices (zone maps)
 
     # -- planning worker --------------------------------------------------------------------
 
     def partitions(self):
         p = self.plan
         frags = [table_pb2.DataFragment.FromString(b) for b in self._fragments]
-        if p.pushed:
-            store = open_object_store(p.uri, p.storage_options)
-            kept = prune(store, frags, p.pushed, p.arrow_schema())
-            log.info(
-                "tessera read %s@%d: %d of %d fragments after pruning with %s",
-                p.uri,
-                p.version,
-                len(kept),
-                len(frags),
-                p.pushed,
-            )
-            frags = kept
-        tasks = plan_partitions(frags, p.sizing)
+        ranges = self._zone_ranges(frags) if p.pushed else None
+        tasks = plan_partitions(frags, p.sizing, ranges)
         data = {i: frags[i].SerializeToString() for task in tasks for i, _, _ in task}
-        self._fragments = []  # the reader is pickled to every task next: partitions carry their own
+        # the reader is pickled to every task next: partitions carry their own fragments
+        self._fragments, self._index_section = [], None
         return [ReadPartition([(data[i], start, stop) for i, start, stop in task]) for task in tasks]
+
+    def _zone_ranges(self, frags: list[table_pb2.DataFragment]) -> list[list[tuple[int, int]] | None] | None:
+        """Per fragment, the row ranges the pushed filters' range terms leave
+        after the table's zone maps (None: read it whole); None: no pruning."""
+        from tessera.catalog.pruning import terms_pruner
+
+        p = self.plan
+        terms = range_terms_of(p.pushed, p.arrow_schema())
+        if not terms or not self._index_section:
+            return None
+        store = open_object_store(p.uri, p.storage_options)
+        row_ranges = terms_pruner(store, self._index_section, p.fields(), terms, frags)
+        if row_ranges is None:
+            return None
+        ranges = [row_ranges(f) for f in frags]
+        log.info(
+            "tessera read %s@%d: %d of %d fragments, %d of %d rows after zone maps with %s",
+            p.uri,
+            p.version,
+            sum(r is None or bool(_spans(f, r)) for f, r in zip(frags, ranges)),
+            len(frags),
+            sum(sum(b - a for a, b in _spans(f, r)) for f, r in zip(frags, ranges)),
+            sum(f.physical_rows for f in frags),
+            terms,
+        )
+        return ranges
 
     # -- executors ----------------------------------------------------------------------------
 
@@ -188,8 +255,20 @@ class TesseraReader(DataSourceReader):
 
         keep_freed_memory()
         target = spark_arrow_schema(self.spark_schema)
+        stats: dict[str, int] = {"pieces": len(partition.pieces), "fragments": 0, "rows": 0, "bytes_read": 0}
+        # consecutive pieces of one fragment (its zones' row ranges) share its open files
+        groups: list[tuple[bytes, list[tuple[int, int]]]] = []
         for fragment, start, stop in partition.pieces:
-            yield from read_range(self.plan, target, fragment, start, stop)
+            if groups and (groups[-1][0] is fragment or groups[-1][0] == fragment):
+                groups[-1][1].append((start, stop))
+            else:
+                groups.append((fragment, [(start, stop)]))
+        for fragment, ranges in groups:
+            stats["fragments"] += 1
+            stats["rows"] += sum(b - a for a, b in ranges)
+            yield from read_ranges(self.plan, target, fragment, ranges, stats)
+        if self.plan.read_stats_dir:
+            _write_read_stats(self.plan.read_stats_dir, stats)
 
 
 class TesseraFilteringReader(TesseraReader):
@@ -208,9 +287,29 @@ class TesseraFilteringReader(TesseraReader):
                 self.plan.pushed.append(pushed)
 
 
-def read_range(plan: ReadPlan, target: pa.Schema, fragment: bytes, first: int, last: int) -> Iterator[pa.RecordBatch]:
-    """Rows ``[first, last)`` of a serialized fragment that pass the pushed
-    filters, as batches of ``target``."""
+def _write_read_stats(folder: str, stats: dict) -> None:
+    """One task's read statistics as ``<folder>/<uuid>.json`` (written whole, then renamed)."""
+    name = os.path.join(folder, f"{uuid.uuid4().hex}.json")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(name + ".tmp", "w") as out:
+            json.dump(stats, out)
+        os.replace(name + ".tmp", name)
+    except OSError as exc:
+        raise SparkOptionError(f"option read_stats_dir: cannot write {name}: {exc}") from exc
+
+
+def read_ranges(
+    plan: ReadPlan,
+    target: pa.Schema,
+    fragment: bytes,
+    ranges: Sequence[tuple[int, int]],
+    stats: dict | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Rows ``[first, last)`` of a serialized fragment for each ``(first, last)``
+    of ``ranges``, those that pass the pushed filters, as batches of
+    ``target``; ``stats["bytes_read"]`` (when given) counts the bytes read
+    from data files."""
     store = open_object_store(plan.uri, plan.storage_options)
     frag = table_pb2.DataFragment.FromString(fragment)
     by_name = {f.name: f for f in plan.fields()}
@@ -224,12 +323,14 @@ def read_range(plan: ReadPlan, target: pa.Schema, fragment: bytes, first: int, l
         e = p.expression(schema.field(p.column).type)
         expr = e if expr is None else expr & e
     rest = [c for c in plan.columns if c not in filter_cols]
-    freader = FragmentReader(store, frag, [by_name[c] for c in filter_cols])
+    lock = threading.Lock() if stats is not None else None
+    freader = FragmentReader(store, frag, [by_name[c] for c in filter_cols], stats=stats, stats_lock=lock)
     # the second reader shares the first one's open files
-    rreader = FragmentReader(store, frag, [by_name[c] for c in rest], _readers=freader._readers)
+    rreader = FragmentReader(
+        store, frag, [by_name[c] for c in rest], _readers=freader._readers, stats=stats, stats_lock=lock
+    )
     try:
-        for start in range(first, last, plan.batch_rows):
-            stop = min(last, start + plan.batch_rows)
+        for start, stop in _batches(ranges, plan.batch_rows):
             live = freader.live_mask(start, stop)
             cols: dict[str, pa.Array] = {}
             keep = live
@@ -252,3 +353,9 @@ def read_range(plan: ReadPlan, target: pa.Schema, fragment: bytes, first: int, l
             yield to_spark_batch(arrays, target)
     finally:
         freader.close()
+
+
+def _batches(ranges: Sequence[tuple[int, int]], rows: int) -> Iterator[tuple[int, int]]:
+    for first, last in ranges:
+        for start in range(first, last, rows):
+            yield start, min(last, start + rows)

@@ -1,28 +1,25 @@
-"""Per-file column statistics and the Spark filters Tessera pushes down.
-
-Statistics (min, max, null count of each top-level column of an orderable
-type) are computed by the Spark writer tasks while the data is in memory and
-stored in the data file's own footer, under the schema metadata key
-``tessera.stats``, keyed by field id.  They travel with the immutable file, so
-they can never be stale; files written by other writers simply have none and
-are never pruned.  The planning side reads footers (a tail read per file,
-cached per file for the life of the planning worker) only when a query has
-filters that statistics can answer.
+"""The Spark filters Tessera pushes down, and the range terms they give the
+zone-map pruning.
 
 Pushed filters are kept as plain :class:`Pushed` records (picklable) and turned
 into pyarrow expressions on the executors, where they are applied exactly: a
 filter accepted here is not re-evaluated by Spark.  Filters whose semantics
 could differ (floating point NaN ordering, nested columns, NULLs inside IN
 lists, values not representable in the column's type) are handed back.
+
+Statistics: the planning side turns the pushed comparisons into
+:class:`~tessera.catalog.predicate.RangeTerm` s (:func:`range_terms_of`) and
+prunes with the table's ZONEMAP indices, the same path as ``Table.scanner``
+and the DuckDB/Polars view (:func:`tessera.catalog.pruning.terms_pruner`):
+fragments no zone can match are not read, and each task reads only the row
+ranges of the zones that may match.  (The Spark writer once kept per-file
+min/max statistics in each data file's footer; zone maps replace them: they
+cover files from every writer, pylance's included, and prune within a file.)
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -30,18 +27,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tessera.catalog.predicate import RangeTerm
+
 log = logging.getLogger(__name__)
 
-STATS_KEY = b"tessera.stats"
-MAX_STRING_STAT = 64  # longer min/max strings are not kept
-
 _CMP = {"eq", "lt", "le", "gt", "ge"}
+#: pushed comparison -> range term operator
+_RANGE_OPS = {"eq": "=", "eqns": "=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "in": "in"}
 
 
-# -- statistics -------------------------------------------------------------------------------
-
-
-def _stat_kind(t: pa.DataType) -> str | None:
+def _pushable_kind(t: pa.DataType) -> str | None:
+    """The kinds of column whose comparisons are pushed (compared exactly as Spark does)."""
     if pa.types.is_integer(t) or pa.types.is_boolean(t):
         return "int"
     if pa.types.is_date32(t):
@@ -55,97 +51,6 @@ def _stat_kind(t: pa.DataType) -> str | None:
     return None
 
 
-def stat_value(scalar: pa.Scalar) -> Any:
-    """A scalar as a JSON-able value that orders like the column does."""
-    if not scalar.is_valid:
-        return None
-    t = scalar.type
-    if pa.types.is_boolean(t):
-        return int(scalar.as_py())
-    if pa.types.is_date32(t):
-        return scalar.cast(pa.int32()).as_py()
-    if pa.types.is_timestamp(t):
-        return scalar.cast(pa.int64()).as_py()
-    if pa.types.is_decimal(t):
-        return str(scalar.as_py())
-    return scalar.as_py()
-
-
-def _decode(kind: str, v: Any) -> Any:
-    return Decimal(v) if kind == "dec" and v is not None else v
-
-
-class StatsCollector:
-    """Running min/max/null count for the orderable top-level columns of a file."""
-
-    def __init__(self, schema: pa.Schema, field_ids: Sequence[int]) -> None:
-        kinds = [(i, fid, _stat_kind(f.type)) for i, (f, fid) in enumerate(zip(schema, field_ids))]
-        self.columns = [(i, fid) for i, fid, kind in kinds if kind]
-        self.kinds = {fid: kind for _, fid, kind in kinds if kind}
-        self.reset()
-
-    def reset(self) -> None:
-        self.stats: dict[int, list] = {fid: [None, None, 0] for _, fid in self.columns}
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        for i, fid in self.columns:
-            col = batch.column(i)
-            st = self.stats[fid]
-            st[2] += col.null_count
-            if col.null_count == len(col):
-                continue
-            mm = pc.min_max(col)
-            lo, hi = stat_value(mm["min"]), stat_value(mm["max"])
-            kind = self.kinds[fid]
-            if st[0] is None or _decode(kind, lo) < _decode(kind, st[0]):
-                st[0] = lo
-            if st[1] is None or _decode(kind, hi) > _decode(kind, st[1]):
-                st[1] = hi
-
-    def metadata(self) -> bytes:
-        """The footer value: {field id: [min, max, null count]} (over-long strings dropped)."""
-        out = {}
-        for fid, (lo, hi, nulls) in self.stats.items():
-            long = isinstance(lo, str) and (len(lo) > MAX_STRING_STAT or len(hi) > MAX_STRING_STAT)
-            out[str(fid)] = [None, None, nulls, False] if long else [lo, hi, nulls, True]
-        return json.dumps(out, separators=(",", ":")).encode()
-
-
-_FOOTER_CACHE: OrderedDict[str, dict | None] = OrderedDict()
-_FOOTER_CACHE_SIZE = 100_000
-
-
-def _file_stats(store, path: str) -> dict | None:
-    """The ``tessera.stats`` of one data file (cached: data files never change)."""
-    from tessera.format import FileReader
-
-    key = f"{store.uri}/{path}"
-    if key in _FOOTER_CACHE:
-        _FOOTER_CACHE.move_to_end(key)
-        return _FOOTER_CACHE[key]
-    try:
-        with FileReader(store.open_reader(f"data/{path}")) as r:
-            raw = (r.schema.metadata or {}).get(STATS_KEY)
-        stats = {int(k): v for k, v in json.loads(raw).items()} if raw else None
-    except Exception as exc:  # noqa: BLE001 - statistics are an optimisation only
-        log.debug("no statistics for %s: %s", key, exc)
-        stats = None
-    _FOOTER_CACHE[key] = stats
-    if len(_FOOTER_CACHE) > _FOOTER_CACHE_SIZE:
-        _FOOTER_CACHE.popitem(last=False)
-    return stats
-
-
-def fragment_stats(store, fragment) -> dict[int, list | None]:
-    """Field id -> [min, max, nulls, exact] for one fragment (later files win)."""
-    out: dict[int, list | None] = {}
-    for df in fragment.files:
-        stats = _file_stats(store, df.path) or {}
-        for fid in df.fields:
-            out[fid] = stats.get(fid)
-    return out
-
-
 # -- pushed filters -------------------------------------------------------------------------
 
 
@@ -153,15 +58,13 @@ def fragment_stats(store, fragment) -> dict[int, list | None]:
 class Pushed:
     """One pushed-down conjunct: ``[NOT] column <op> value``.
 
-    ``value`` is already converted to the column's type (a tuple for ``in``);
-    ``stat_values`` are the same values as statistics store them."""
+    ``value`` is already converted to the column's type (a tuple for ``in``)."""
 
     op: str  # eq eqns lt le gt ge in isnull notnull startswith endswith contains
     column: str
     field_id: int
     value: Any = None
     negated: bool = False
-    stat_values: tuple = ()
 
     def expression(self, t: pa.DataType) -> pc.Expression:
         """The exact pyarrow expression (false or null where Spark's filter drops the row)."""
@@ -187,31 +90,35 @@ class Pushed:
             e = pc.match_substring(f, pattern=self.value)
         return f.is_valid() & ~e if self.negated else e
 
-    def may_match(self, kind: str, st: list | None, rows: int) -> bool:
-        """False only when statistics prove no row of a fragment matches."""
-        if st is None:
-            return True
-        lo, hi, nulls, known = st
-        if self.op in ("isnull", "notnull"):
-            want_null = (self.op == "isnull") != self.negated
-            return nulls > 0 if want_null else nulls < rows
-        if self.op == "eqns" and self.value is None:
-            return nulls > 0 if not self.negated else nulls < rows
-        if self.negated or self.op in ("endswith", "contains"):
-            return True
-        if nulls >= rows:
-            return False  # a comparison is never true on NULL
-        if not known or lo is None:
-            return True
-        lo, hi = _decode(kind, lo), _decode(kind, hi)
+    def range_term(self, t: pa.DataType) -> RangeTerm | None:
+        """The range term every row this filter keeps satisfies (for zone-map
+        pruning), or None when it gives none: negations, NULL tests, substring
+        tests other than a prefix, and boolean or binary columns."""
+        if self.negated or _pushable_kind(t) is None or pa.types.is_boolean(t):
+            return None
         if self.op == "startswith":
-            p = self.value
-            return lo[: len(p)] <= p <= hi[: len(p)]
-        vals = [_decode(kind, v) for v in self.stat_values]
-        if self.op in ("eq", "eqns", "in"):
-            return any(lo <= v <= hi for v in vals)
-        v = vals[0]
-        return {"lt": lo < v, "le": lo <= v, "gt": hi > v, "ge": hi >= v}[self.op]
+            # every string starting with p sorts at or after p (code point order, as zones compare)
+            return RangeTerm(self.column, ">=", (pa.scalar(self.value, t),)) if self.value else None
+        op = _RANGE_OPS.get(self.op)
+        if op is None or self.value is None:
+            return None  # NULL tests, <=> NULL, endswith, contains
+        values = self.value if self.op == "in" else (self.value,)
+        try:
+            return RangeTerm(self.column, op, tuple(pa.scalar(v, t) for v in values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            return None
+
+
+def range_terms_of(pushed: list[Pushed], schema: pa.Schema) -> list[RangeTerm]:
+    """The range terms of the pushed filters (they are ANDed, so every term holds on every row read)."""
+    out = []
+    for p in pushed:
+        if schema.get_field_index(p.column) < 0:
+            continue
+        term = p.range_term(schema.field(p.column).type)
+        if term is not None:
+            out.append(term)
+    return out
 
 
 _OPS = {
@@ -242,7 +149,7 @@ def translate(flt, schema: pa.Schema, field_ids: dict[str, int]) -> Pushed | Non
     if name in ("IsNull", "IsNotNull"):
         return Pushed("isnull" if name == "IsNull" else "notnull", column, fid, None, negated)
     op = _OPS.get(name)
-    kind = _stat_kind(t)
+    kind = _pushable_kind(t)
     binary = pa.types.is_binary(t) or pa.types.is_large_binary(t)
     if op is None or not (kind or binary and op in ("eq", "eqns", "in")):
         return None  # floats (NaN ordering), nested and other types: Spark filters them
@@ -258,8 +165,7 @@ def translate(flt, schema: pa.Schema, field_ids: dict[str, int]) -> Pushed | Non
         cast = [_to_column(v, t) for v in values]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         return None
-    stat = tuple(stat_value(pa.scalar(c, t)) for c in cast) if kind else ()
-    return Pushed(op, column, fid, tuple(cast) if op == "in" else cast[0], negated, stat)
+    return Pushed(op, column, fid, tuple(cast) if op == "in" else cast[0], negated)
 
 
 def _to_column(v: Any, t: pa.DataType) -> Any:
@@ -277,19 +183,3 @@ def _to_column(v: Any, t: pa.DataType) -> Any:
     if pa.types.is_decimal(t) and Decimal(str(out.as_py())) != Decimal(str(v)):
         raise ValueError("decimal value changes")
     return out.as_py()
-
-
-def prune(store, fragments: Iterable, pushed: Sequence[Pushed], schema: pa.Schema, threads: int = 16) -> list:
-    """The fragments that statistics cannot rule out (footers read in parallel)."""
-    frags = list(fragments)
-    kinds = [(p, _stat_kind(schema.field(p.column).type)) for p in pushed]
-    useful = [(p, k) for p, k in kinds if k is not None]
-    if not useful or not frags:
-        return frags
-    with ThreadPoolExecutor(min(threads, len(frags))) as pool:
-        stats = list(pool.map(lambda f: fragment_stats(store, f), frags))
-    return [
-        frag
-        for frag, st in zip(frags, stats)
-        if all(p.may_match(k, st.get(p.field_id), frag.physical_rows) for p, k in useful)
-    ]

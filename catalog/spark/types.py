@@ -207,7 +207,7 @@ def check_append_columns(schema: StructType, table: pa.Schema) -> None:
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``batch`` with the columns of ``schema`` (matched by name, in its order,
     cast safely to its types): Spark's Arrow batches -> the table's schema."""
-    from tessera.catalog.fragments import conform_batch as conform
+    from tessera.format.table.fragments import conform_batch as conform
 
     names = batch.schema.names
     for f in schema:

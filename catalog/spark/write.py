@@ -37,7 +37,6 @@ except ImportError as _exc:  # pragma: no cover - pyspark is an optional depende
 
 from tessera import format as tformat
 from tessera.catalog.errors import SparkOptionError, SparkWriteError
-from tessera.catalog.fragments import DATA_DIR, data_file_entry
 from tessera.catalog.table import make_handler
 from tessera.commit.committer import commit_operation, commit_transaction, new_transaction
 from tessera.commit.errors import CommitConflictError, TableNotFoundError
@@ -45,9 +44,10 @@ from tessera.format import manifest as mf
 from tessera.format import schema as lschema
 from tessera.format.container import DATAFILE_VERSIONS, normalize_version
 from tessera.format.protos import file_pb2, table_pb2
+from tessera.format.table.fragments import data_file_entry
+from tessera.format.table.paths import DATA_DIR
 from tessera.stores.object_store import ObjectStore, open_object_store
 
-from .stats import STATS_KEY, StatsCollector
 from .types import arrow_schema_for, check_append_columns, conform_batch
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,9 @@ class TesseraCommitMessage(WriterCommitMessage):
 
 class FragmentSink:
     """Writes Arrow batches into new fragments (one data file each, ids
-    unassigned), buffering small batches into slices of ``flush_rows`` rows and
-    recording per-file column statistics in each file's footer."""
+    unassigned), buffering small batches into slices of ``flush_rows`` rows.
+    (Statistics for pruning are the table's zone maps, kept current after the
+    commit: see :meth:`TesseraWriter.commit`.)"""
 
     def __init__(
         self,
@@ -94,7 +95,6 @@ class FragmentSink:
         self._writer: tformat.FileWriter | None = None
         self._out: BinaryIO | None = None
         self._name = ""
-        self._stats = StatsCollector(schema, [f.id for f in fields])
         self.rows = self.bytes = 0
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -110,7 +110,7 @@ class FragmentSink:
         if not self._buf:
             return
         # the file writer buffers each column into pages itself: hand it the
-        # batches as they came (no copy); statistics see them as one table
+        # batches as they came (no copy)
         batch = self._buf[0] if len(self._buf) == 1 else pa.Table.from_batches(self._buf)
         self._buf, self._buf_rows, self._buf_bytes = [], 0, 0
         pos = 0
@@ -121,10 +121,8 @@ class FragmentSink:
                 self._writer = tformat.FileWriter(
                     self._out, self.schema, file_version=self.file_version, fields=self.fields
                 )
-                self._stats.reset()
             piece = batch.slice(pos, min(batch.num_rows - pos, self.max_rows - self._writer.num_rows))
             self._writer.write_batch(piece)
-            self._stats.add(piece)
             pos += piece.num_rows
             if self._writer.num_rows >= self.max_rows:
                 self._finish_file()
@@ -132,9 +130,6 @@ class FragmentSink:
     def _finish_file(self) -> None:
         w, out = self._writer, self._out
         assert w is not None and out is not None  # called only while a file is open
-        meta = dict(self.schema.metadata or {})
-        meta[STATS_KEY] = self._stats.metadata()
-        w.schema = w.schema.with_metadata(meta)  # written into the footer by close()
         size = w.close()
         out.close()
         self.written.append(f"{DATA_DIR}/{self._name}")
@@ -347,6 +342,21 @@ class TesseraWriter(DataSourceArrowWriter):
             len(frags),
             rows,
         )
+        if frags:
+            self._maintain_indices(store, handler)
+
+    def _maintain_indices(self, store, handler) -> None:
+        """Zone maps covering the job's fragments, in a second commit (catalog/indexes.py);
+        a failure there is logged and leaves the job's commit standing."""
+        from tessera.catalog.indexes import maintain
+        from tessera.catalog.table import Table
+
+        try:
+            table = Table(store, handler.load(store), handler=handler)
+        except Exception as exc:  # noqa: BLE001 - the job's commit stands; the next write catches up
+            log.warning("tessera write job %s: zone maps not updated (%s)", self.plan.job, exc)
+            return
+        maintain(table)
 
     def _overwrite_txn(self, read_version: int, frags):
         txn = new_transaction(read_version)

@@ -22,6 +22,8 @@ import struct
 
 import numpy as np
 
+from . import buffers
+
 BLOCK_VALUES = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
 TYPE_BITS = (8, 16, 32, 64)
@@ -198,7 +200,7 @@ def unpack_blocks_at(data, starts, bit_widths, type_bits: int) -> np.ndarray:
     if starts.shape != widths.shape:
         raise ValueError("starts and bit_widths must have the same length")
     dtype = _native(type_bits)
-    out = np.zeros((starts.size, BLOCK_VALUES), dtype=dtype)
+    out = buffers.zeros((starts.size, BLOCK_VALUES), dtype=dtype)
     if starts.size == 0:
         return out.reshape(-1)
     lanes = BLOCK_VALUES // type_bits

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from ..encodings import buffers
 from ..errors import CorruptFileError, UnsupportedEncodingError
 
 U8 = np.dtype(np.uint8)
@@ -147,7 +148,7 @@ def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
             view = np.lib.stride_tricks.as_strided(
                 data[int(starts[0]) :], shape=(k, L), strides=(step * data.itemsize, data.itemsize), writeable=False
             )
-            out = np.empty(int(lengths.sum()), dtype=data.dtype)  # one copy: the run, then the rest
+            out = buffers.empty(int(lengths.sum()), data.dtype)  # one copy: the run, then the rest
             out[: k * L].reshape(k, L)[...] = view
             out[k * L :] = gather(data, starts[k:], lengths[k:])
             return out

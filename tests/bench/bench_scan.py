@@ -10,11 +10,12 @@ in the same process, medians of ``--repeat``:
   project2     two columns (key, f0)
   filter1pct   key in a 1% range (all columns)
 pylance runs without an index and with its own ZONEMAP index on ``key``;
-Tessera's table carries a ZONEMAP index on ``key`` (built by pylance).
-Tessera's bytes read come from the scan's own counters; on S3 the GETs are
-counted at the reader (Tessera) and at moto's server for both (pylance).
-``--s3-latency-ms`` adds that much to every GET moto answers (a real store's
-round trip), as the issue's measurements did.
+Tessera's table carries a ZONEMAP index on ``key`` that Tessera built
+(``Table.create_index``).  Tessera's bytes read come from the scan's own
+counters.  On S3, moto's server runs in a process of its own
+(``moto_process.py``) and adds ``--s3-latency-ms`` to every GET it answers,
+whoever sends it (a real store's round trip); GETs are counted there for
+all three, and Tessera's most GETs in flight at its reader.
 """
 
 from __future__ import annotations
@@ -34,13 +35,11 @@ import pyarrow as pa
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _services():
-    import importlib.util
+def _moto_process(latency_ms: float):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from moto_process import MotoProcess
 
-    spec = importlib.util.spec_from_file_location("tessera_bench_services", os.path.join(_ROOT, "tests", "services.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return MotoProcess(latency_ms)
 
 
 def make_data(rows: int) -> pa.Table:
@@ -106,8 +105,7 @@ def run(where: str, args, data: pa.Table) -> list[tuple]:
     server = None
     try:
         if where == "s3":
-            svc = _services()
-            server = svc.MotoServer()
+            server = _moto_process(args.s3_latency_ms)
             bucket = server.new_bucket()
             topts = server.storage_options()
             lopts = server.lance_storage_options()
@@ -115,23 +113,15 @@ def run(where: str, args, data: pa.Table) -> list[tuple]:
         else:
             topts = lopts = None
             t_uri, p_uri, pi_uri = (os.path.join(work, n) for n in ("tessera", "pylance", "pylance-zm"))
-        Table.create(t_uri, data, storage_options=topts, max_rows_per_file=per_frag)
-        # Tessera cannot build the index yet: pylance builds it on Tessera's table, Tessera prunes with it
-        lance.dataset(t_uri, storage_options=lopts).create_scalar_index("key", "ZONEMAP")
+        Table.create(t_uri, data, storage_options=topts, max_rows_per_file=per_frag).create_index("key")
         lance.write_dataset(data, p_uri, max_rows_per_file=per_frag, storage_options=lopts)
         zm = lance.write_dataset(data, pi_uri, max_rows_per_file=per_frag, storage_options=lopts)
         zm.create_scalar_index("key", "ZONEMAP")
         gets = GetCounter() if where == "s3" else None
-        if where == "s3" and args.s3_latency_ms:
-            import tessera.stores.s3_io as s3io
 
-            inner = s3io.S3RangeReader._get
+        def server_gets():
+            return server.reset().get("GET", 0) // args.repeat if server is not None else "-"
 
-            def slow(reader, a, b):
-                time.sleep(args.s3_latency_ms / 1000)
-                return inner(reader, a, b)
-
-            s3io.S3RangeReader._get = slow
         out = []
         cases = [("full", None, None), ("project2", ["key", "f0"], None), ("filter1pct", None, flt)]
         for name, cols, where_sql in cases:
@@ -142,22 +132,26 @@ def run(where: str, args, data: pa.Table) -> list[tuple]:
                 scan = Table.open(t_uri, storage_options=topts).scanner(columns=cols, filter=where_sql)
                 return scan.to_table(), scan.stats
 
+            if server is not None:
+                server.reset()
             tt, (tab, stats) = median_time(ours, args.repeat)
-            tget = (gets.n // args.repeat, gets.max) if gets else ("-", "-")
+            tget = (server_gets(), gets.max if gets else "-")
             pt, ptab = median_time(
                 lambda cols=cols, where_sql=where_sql: lance.dataset(p_uri, storage_options=lopts).to_table(
                     columns=cols, filter=where_sql
                 ),
                 args.repeat,
             )
+            pget = server_gets()
             zt, ztab = median_time(
                 lambda cols=cols, where_sql=where_sql: lance.dataset(pi_uri, storage_options=lopts).to_table(
                     columns=cols, filter=where_sql
                 ),
                 args.repeat,
             )
+            zget = server_gets()
             assert tab.num_rows == ptab.num_rows == ztab.num_rows, (name, tab.num_rows, ptab.num_rows)
-            out.append((where, name, tt, pt, zt, stats["bytes_read"], stats["fragments"], *tget))
+            out.append((where, name, tt, pt, zt, stats["bytes_read"], stats["fragments"], *tget, pget, zget))
         return out
     finally:
         if server is not None:
@@ -181,13 +175,14 @@ def main() -> None:
     print(f"{args.rows:,} rows sorted by key, {args.fragments} fragments; medians of {args.repeat}")
     head = (
         f"{'where':<6} {'case':<11} {'tessera s':>9} {'pylance s':>9} {'pl+zonemap s':>12} "
-        f"{'vs pl':>6} {'vs pl+zm':>8} {'MB read':>8} {'frags':>5} {'GETs':>5} {'in flight':>9}"
+        f"{'vs pl':>6} {'vs pl+zm':>8} {'MB read':>8} {'frags':>5} {'GETs':>5} {'in flight':>9} "
+        f"{'pl GETs':>7} {'pl+zm GETs':>10}"
     )
     print(head)
-    for where, name, tt, pt, zt, nbytes, frags, g, gmax in results:
+    for where, name, tt, pt, zt, nbytes, frags, g, gmax, pg, zg in results:
         print(
             f"{where:<6} {name:<11} {tt:>9.3f} {pt:>9.3f} {zt:>12.3f} {tt / pt:>5.2f}x {tt / zt:>7.2f}x "
-            f"{nbytes / 1e6:>8.1f} {frags:>5} {g!s:>5} {gmax!s:>9}"
+            f"{nbytes / 1e6:>8.1f} {frags:>5} {g!s:>5} {gmax!s:>9} {pg!s:>7} {zg!s:>10}"
         )
 
 

@@ -419,3 +419,22 @@ def test_compact_and_cleanup_summaries(sq):
     assert f"removed {latest - 1} version(s) (1–{latest - 1})" in out
     assert len(json.loads(run(args, "history", name, "-o", "json").stdout)) == 1
     assert "removed no versions" in " ".join(run(args, "cleanup", name, "--older-than", "0s").output.split())
+
+
+def test_cli_zone_map_indices(sq):
+    args, ns, tmp = sq
+    _files(tmp)
+    name = f"{ns}.orders"
+    run(args, "create", name, str(tmp / "a.parquet"))
+    assert "has no indices" in run(args, "index", "list", name).output
+    assert "zone map on id" in run(args, "index", "create", name, "id", "--rows-per-zone", "2").output
+    run(args, "append", name, str(tmp / "b.csv"))  # the write extends the index
+    got = json.loads(run(args, "index", "list", name, "-o", "json").stdout)
+    assert [(r["name"], r["type"], r["columns"], r["covered_fragments"], r["fragments"]) for r in got] == [
+        ("id_idx", "ZONEMAP", ["id"], 2, 2)
+    ]
+    assert "already cover" in run(args, "index", "optimize", name).output
+    assert "no top-level column 'nope'" in fails(args, "index", "create", name, "nope")
+    assert "rows_per_zone must be a positive integer" in fails(
+        args, "index", "create", name, "id", "--rows-per-zone", "0"
+    )

@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -343,7 +344,11 @@ def test_two_worker_processes_serve_concurrent_writers(tmp_path):
         env={"TESSERA_SERVER_TOKEN": token},
     )
     try:
-        # both workers answer (each fresh connection goes to whichever worker accepts it)
+        # both workers have started (on a loaded machine the second can take seconds) ...
+        deadline = time.monotonic() + 60
+        while srv.log().count("Application startup complete") < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # ... and both answer (each fresh connection goes to whichever worker accepts it)
         pids: set[str] = set()
         for _ in range(200):
             assert srv.http("GET", "/v1/namespace/%24/list")[0] == 200

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from tessera.catalog import Table
 from tessera.catalog.errors import DuplicateRowIdError, InvalidArgumentError, RowIdNotFoundError
-from tessera.catalog.fragments import write_fragments
 from tessera.catalog.rowid_index import RowIdIndex
 from tessera.commit.committer import commit_transaction, new_transaction
 from tessera.format import rowids as R
 from tessera.format import schema as lschema
 from tessera.format.protos import rowids_pb2
+from tessera.format.table.fragments import write_fragments
 from tessera.stores.object_store import open_object_store
 
 RNG = np.random.default_rng(7)

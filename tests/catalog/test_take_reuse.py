@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from tessera.catalog import Table
-from tessera.catalog.fragments import FileReaderCache, FragmentReader, file_reader_cache
+from tessera.format.table.fragments import FileReaderCache, FragmentReader, file_reader_cache
 
 
 def _batches(n: int):
@@ -112,7 +112,7 @@ def test_cache_bounds_open_files_and_fragment_reader_leaves_them_open(table_path
 
 
 def test_table_close_releases_the_files_takes_keep_open(table_path):
-    from tessera.catalog.fragments import file_reader_cache
+    from tessera.format.table.fragments import file_reader_cache
 
     t = Table.open(table_path)
     want = t.take([0, 3])

@@ -1,5 +1,6 @@
-"""The Spark source's pure-Python parts (types, statistics, pushed filters,
-options); pyspark is imported but no JVM is started."""
+"""The Spark source's pure-Python parts (types, pushed filters and their
+range terms, partition planning, options); pyspark is imported but no JVM is
+started."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pyspark.sql import types as T  # noqa: E402
 
 from tessera.catalog import spark as tspark  # noqa: E402
 from tessera.catalog.errors import SchemaMismatchError, SparkOptionError, UnsupportedSparkTypeError  # noqa: E402
-from tessera.catalog.spark.stats import StatsCollector, translate  # noqa: E402
+from tessera.catalog.spark.stats import range_terms_of, translate  # noqa: E402
 from tessera.catalog.spark.types import (  # noqa: E402
     arrow_schema_for,
     check_append_columns,
@@ -198,28 +199,55 @@ def test_pushed_filters_are_exact_or_handed_back(flt, rows):
     assert _rows(flt) == rows
 
 
-def test_statistics_prune_only_what_cannot_match():
-    schema = DATA.schema
-    stats = StatsCollector(schema, list(range(len(schema))))
-    stats.add(DATA.to_batches()[0])
-    import json
+@pytest.mark.parametrize(
+    "flt, term",
+    [
+        (D.GreaterThan(("i",), 4), ("i", ">", [4])),
+        (D.LessThanOrEqual(("i",), 5), ("i", "<=", [5])),
+        (D.In(("i",), [1, 9]), ("i", "in", [1, 9])),
+        (D.EqualNullSafe(("i",), 5), ("i", "=", [5])),
+        (D.EqualTo(("s",), "banana"), ("s", "=", ["banana"])),
+        (D.StringStartsWith(("s",), "ba"), ("s", ">=", ["ba"])),
+        (D.LessThan(("d",), dt.date(2024, 2, 15)), ("d", "<", [dt.date(2024, 2, 15)])),
+        (
+            D.GreaterThanOrEqual(("ts",), dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)),
+            ("ts", ">=", [dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)]),
+        ),
+        (D.LessThanOrEqual(("dec",), Decimal("1.5")), ("dec", "<=", [Decimal("1.50")])),
+        (D.Not(D.EqualTo(("i",), 5)), None),  # negations, NULL tests, suffixes, binary: no term
+        (D.Not(D.In(("i",), [1, 9])), None),
+        (D.EqualNullSafe(("i",), None), None),
+        (D.IsNull(("s",)), None),
+        (D.Not(D.IsNull(("s",))), None),
+        (D.StringEndsWith(("s",), "na"), None),
+        (D.StringContains(("s",), "an"), None),
+        (D.StringStartsWith(("s",), ""), None),
+        (D.EqualTo(("b",), b"y"), None),
+    ],
+)
+def test_pushed_filters_give_range_terms_every_kept_row_satisfies(flt, term):
+    """The range terms zone maps prune with: a row the pushed filter keeps
+    always satisfies its term (so pruning never drops a row Spark would get)."""
+    p = translate(flt, DATA.schema, IDS)
+    assert p is not None
+    terms = range_terms_of([p], DATA.schema)
+    assert [(t.column, t.op, [v.as_py() for v in t.values]) for t in terms] == ([term] if term else [])
+    kept = _rows(flt)
+    ops = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
+    for t in terms:
+        col = DATA.column(t.column)
+        assert t.values[0].type == col.type
+        if t.op == "in":
+            holds = pc.is_in(col, value_set=pa.array([v.as_py() for v in t.values], col.type))
+        else:
+            holds = ops[t.op](col, t.values[0])
+        holds = pc.fill_null(holds, False).to_pylist()
+        assert all(holds[i] for i in kept), (flt, t)
 
-    st = {int(k): v for k, v in json.loads(stats.metadata()).items()}
-    assert st[0] == [1, 9, 1, True] and st[1] == ["apple", "cherry", 1, True] and st[4][2] == 1
-    assert 5 not in st  # floats have no statistics
 
-    def may(flt) -> bool:
-        p = translate(flt, schema, IDS)
-        kind = {"i": "int", "s": "str", "d": "date", "ts": "ts", "dec": "dec"}[p.column]
-        return p.may_match(kind, st[p.field_id], 4)
-
-    assert may(D.GreaterThan(("i",), 8)) and not may(D.GreaterThan(("i",), 9))
-    assert may(D.In(("i",), [0, 9])) and not may(D.In(("i",), [0, 10]))
-    assert not may(D.StringStartsWith(("s",), "d")) and may(D.StringStartsWith(("s",), "b"))
-    assert not may(D.LessThan(("d",), dt.date(2024, 1, 1)))
-    assert not may(D.GreaterThan(("ts",), dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.UTC)))
-    assert may(D.EqualTo(("dec",), Decimal("3.25"))) and not may(D.EqualTo(("dec",), Decimal("3.26")))
-    assert may(D.IsNull(("i",))) and may(D.Not(D.EqualTo(("i",), 1)))
+def test_range_terms_skip_columns_the_schema_lacks():
+    p = translate(D.GreaterThan(("i",), 4), DATA.schema, IDS)
+    assert range_terms_of([p], pa.schema([("other", pa.int32())])) == []
 
 
 def _frag(rows: int, size: int, deleted: int = 0):
@@ -261,6 +289,30 @@ def test_read_partitions_keep_every_core_busy_with_few_tasks():
     assert len(plan_partitions([_frag(100, 1000)] * 20, PartitionSizing(min_partitions=1))) == 1
     assert len(plan_partitions([_frag(100, 1000)] * 50, PartitionSizing(min_partitions=1))) == 2
     assert plan_partitions([], PartitionSizing()) == []
+
+
+def test_read_partitions_take_only_the_row_ranges_zone_maps_left():
+    from tessera.catalog.errors import TesseraError
+    from tessera.catalog.spark.read import PartitionSizing, plan_partitions
+
+    frags = [_frag(10_000, 80_000) for _ in range(4)]
+    whole = plan_partitions(frags, PartitionSizing(min_partitions=2))
+    # fragment 0 whole, 1 skipped, 2 two zones (overlapping and unsorted ranges merge, clip to the rows), 3 none left
+    ranges = [None, [], [(9_000, 12_000), (1_000, 2_000), (1_500, 3_000)], []]
+    tasks = plan_partitions(frags, PartitionSizing(min_partitions=2), ranges)
+    pieces = sorted((i, a, b) for t in tasks for i, a, b in t)
+    assert {i for i, _, _ in pieces} == {0, 2}
+    assert [(a, b) for i, a, b in pieces if i == 2] == [(1_000, 3_000), (9_000, 10_000)]
+    assert sum(b - a for i, a, b in pieces if i == 0) == 10_000
+    assert sum(b - a for t in whole for _, a, b in t) == 40_000
+    # the estimate follows the rows left: 13,000 rows of 4 fragments fit the tasks 2 cores need
+    assert len(tasks) <= 2
+    # a large fragment's zones are still split into tasks of at most a split
+    big = plan_partitions([_frag(10_000, 1000 << 20)], PartitionSizing(), [[(0, 1000), (5000, 6000)]])
+    assert [p for t in big for p in t] == [(0, 0, 1000), (0, 5000, 6000)]
+    assert plan_partitions(frags, PartitionSizing(), [[], [], [], []]) == []
+    with pytest.raises(TesseraError, match="row range lists"):
+        plan_partitions(frags, PartitionSizing(), [None])
 
 
 def test_register_records_the_sessions_parallelism_for_planning_workers():

@@ -3,12 +3,13 @@
 A fragment is one or more data files that hold different columns of the same
 rows, plus an optional deletion file.  Which file holds a field is decided by
 ``DataFile.fields`` / ``column_indices``; a field in no file reads as nulls.
+Data files live under the table's ``data/`` folder (:mod:`.paths`); the store
+is anything with the methods of :class:`.store.TableStore`.
 """
 
 from __future__ import annotations
 
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -16,19 +17,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from tessera import format as tformat
-from tessera.format import deletion as ldeletion
-from tessera.format import dictionary as ldictionary
-from tessera.format import manifest as lmanifest
-from tessera.format import schema as lschema
-from tessera.format.container import DATAFILE_VERSIONS
-from tessera.format.errors import CorruptFileError, UnsupportedEncodingError
-from tessera.format.protos import table_pb2
-from tessera.format.rowids import decode_row_ids  # noqa: F401  (moved to format.rowids; kept importable here)
-from tessera.stores.errors import InvalidURIError
-from tessera.stores.object_store import ObjectStore
+from .. import deletion as ldeletion
+from .. import dictionary as ldictionary
+from .. import manifest as lmanifest
+from .. import schema as lschema
+from ..container import DATAFILE_VERSIONS
+from ..errors import CorruptFileError, FormatError, InvalidPathError, SchemaMismatchError, UnsupportedEncodingError
+from ..file import FileReader, FileWriter
+from ..io import RangeReader
+from ..protos import table_pb2
+from ..rowids import decode_row_ids
+from . import paths
+from .store import TableStore
 
-DATA_DIR = "data"
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 
 
@@ -42,7 +43,7 @@ def data_file_entry(fields: list[lschema.LanceField], version: str) -> tuple[lis
 
 
 def write_fragments(
-    store: ObjectStore,
+    store: TableStore,
     batches: Iterable[pa.RecordBatch],
     schema: pa.Schema,
     fields: list[lschema.LanceField],
@@ -86,9 +87,9 @@ def write_fragments(
                 finish()  # dictionaries too many for the index type together: a file of their own
             while pos < batch.num_rows:
                 if writer is None:
-                    name = f"{uuid.uuid4().hex}.lance"
-                    out = store.open_output(f"{DATA_DIR}/{name}")
-                    writer = tformat.FileWriter(out, schema, file_version=file_version, fields=fields)
+                    name = paths.new_data_file_name()
+                    out = store.open_output(paths.data_path(name))
+                    writer = FileWriter(out, schema, file_version=file_version, fields=fields)
                 take = min(batch.num_rows - pos, max_rows_per_file - writer.num_rows)
                 writer.write_batch(batch.slice(pos, take))
                 pos += take
@@ -120,8 +121,6 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, allow_extra: bool
     """``batch`` with the columns of ``schema``: matched by name, in its order,
     cast safely to its types, nullability checked.  Extra columns are an
     error unless ``allow_extra``."""
-    from tessera.format.errors import SchemaMismatchError
-
     if batch.schema.equals(schema, check_metadata=False):
         return batch
     names = batch.schema.names
@@ -201,7 +200,7 @@ def as_field_type(arr: pa.Array, f: lschema.LanceField, path: str) -> pa.Array:
         raise CorruptFileError(path, f"column {f.name!r} (field id {f.id}) cannot be read as {t}: {exc}") from exc
 
 
-def data_file_path(store: ObjectStore, frag: table_pb2.DataFragment, df: table_pb2.DataFile) -> str:
+def data_file_path(store: TableStore, frag: table_pb2.DataFragment, df: table_pb2.DataFile) -> str:
     """``df.path`` checked: a relative path in this table's own data folder."""
     lmanifest.check_relative_path(df.path, f"fragment {frag.id}: DataFile.path", store.uri)
     if df.HasField("base_id"):
@@ -210,6 +209,17 @@ def data_file_path(store: ObjectStore, frag: table_pb2.DataFragment, df: table_p
             "(DataFile.base_id); Tessera reads only tables whose files are under the table's own root"
         )
     return df.path
+
+
+def open_data_file(store: TableStore, name: str) -> RangeReader:
+    """A reader of data file ``name`` (a ``DataFile.path``, relative to
+    ``data/``); :class:`InvalidPathError` when the store cannot name it."""
+    try:
+        return store.open_reader(paths.data_path(name))
+    except FormatError:
+        raise
+    except ValueError as exc:  # the stores' InvalidURIError: e.g. a name too long for the file system
+        raise InvalidPathError(str(exc)) from exc
 
 
 class FileReaderCache:
@@ -225,13 +235,13 @@ class FileReaderCache:
     a dozen busy tables well under the common limit of 1024.
     """
 
-    def __init__(self, store: ObjectStore, max_files: int = 64) -> None:
+    def __init__(self, store: TableStore, max_files: int = 64) -> None:
         self.store = store
         self.max_files = max_files
-        self._readers: OrderedDict[str, tformat.FileReader] = OrderedDict()
+        self._readers: OrderedDict[str, FileReader] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, path: str) -> tformat.FileReader:
+    def get(self, path: str) -> FileReader:
         """The reader of data file ``path`` (relative to the data folder)."""
         with self._lock:
             r = self._readers.get(path)
@@ -244,7 +254,7 @@ class FileReaderCache:
             if remap is not None:
                 remap()
             return r
-        r = tformat.FileReader(self.store.open_reader(f"{DATA_DIR}/{path}"))
+        r = FileReader(open_data_file(self.store, path))
         with self._lock:
             have = self._readers.get(path)
             if have is not None:  # another thread opened it meanwhile
@@ -278,10 +288,10 @@ def file_reader_cache(table) -> FileReaderCache:
 class FragmentReader:
     """Reads the rows of one fragment for a set of top-level fields."""
 
-    store: ObjectStore
+    store: TableStore
     fragment: table_pb2.DataFragment
     fields: list[lschema.LanceField]
-    _readers: dict[str, tformat.FileReader] = field(default_factory=dict)
+    _readers: dict[str, FileReader] = field(default_factory=dict)
     #: when given, ``stats["bytes_read"]`` counts the bytes read from data files
     stats: dict | None = None
     _deleted: np.ndarray | None = None
@@ -310,7 +320,7 @@ class FragmentReader:
                 # the row count the deletions apply to is checked first: callers size
                 # arrays by physical_rows (a corrupt count must not allocate 2**40 rows)
                 self.check_physical_rows()
-                path = ldeletion.deletion_file_path(self.fragment.id, d)
+                path = paths.deletion_file_path(self.fragment.id, d)
                 self._deleted = ldeletion.decode_for_fragment(
                     self.store.read(path), d, self.fragment.physical_rows, f"{self.store.uri}/{path}"
                 )
@@ -336,7 +346,7 @@ class FragmentReader:
         mask[deleted[lo:hi].astype(np.int64) - start] = False
         return mask
 
-    def _reader(self, df: table_pb2.DataFile) -> tformat.FileReader:
+    def _reader(self, df: table_pb2.DataFile) -> FileReader:
         r = self._readers.get(df.path)
         if r is None:
             path = data_file_path(self.store, self.fragment, df)
@@ -344,11 +354,11 @@ class FragmentReader:
                 if self.file_cache is not None and self.stats is None:
                     r = self.file_cache.get(path)
                 else:
-                    io = self.store.open_reader(f"{DATA_DIR}/{path}")
+                    io = open_data_file(self.store, path)
                     if self.stats is not None:
                         io = _CountingReader(io, self.stats, self.stats_lock)
-                    r = tformat.FileReader(io)
-            except InvalidURIError as exc:  # e.g. a name too long for the file system
+                    r = FileReader(io)
+            except InvalidPathError as exc:  # e.g. a name too long for the file system
                 raise CorruptFileError(
                     self.store.uri, f"fragment {self.fragment.id}: DataFile.path {df.path!r} cannot name a file: {exc}"
                 ) from exc
@@ -360,7 +370,7 @@ class FragmentReader:
             self._readers[df.path] = r
         return r
 
-    def _file_field(self, r: tformat.FileReader, col: int, f: lschema.LanceField) -> int:
+    def _file_field(self, r: FileReader, col: int, f: lschema.LanceField) -> int:
         """The index of the file's top-level field holding column ``col``,
         checked to be the table's field ``f`` (same field id)."""
         i = r.field_for_column(col)

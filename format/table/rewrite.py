@@ -1,0 +1,172 @@
+"""Rewriting fragments: the live rows of a group of fragments as new fragments.
+
+This is compaction's data step (planning which fragments to rewrite and
+committing the result are the catalog's): the rows are read, the deleted
+ones dropped, optionally sorted, and written in new data files of a target
+size.  With stable row ids every surviving row keeps its id: a new fragment's
+row id sequence is the old ids in their new order, and its created-at /
+last-updated-at version sequences are carried over row by row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import rowids as lrowids
+from .. import schema as lschema
+from ..errors import RewriteError
+from ..protos import table_pb2
+from .fragments import FragmentReader, write_fragments
+from .store import TableStore
+
+#: rows read from a fragment at a time
+READ_BATCH = 64 * 1024
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """What rewriting needs to know of a table (one version of it)."""
+
+    store: TableStore
+    schema: pa.Schema
+    fields: list[lschema.LanceField]
+    file_version: str
+    stable_row_ids: bool
+
+
+Columns = tuple[pa.RecordBatch, np.ndarray | None, np.ndarray | None, np.ndarray | None]
+
+
+class LiveRows:
+    """The live rows of a group of fragments, with their ids and versions."""
+
+    def __init__(self, layout: TableLayout, frags: Sequence[table_pb2.DataFragment]) -> None:
+        self.layout, self.frags = layout, frags
+        self.stable = layout.stable_row_ids
+        self.versions = any(
+            f.WhichOneof("created_at_version_sequence") or f.WhichOneof("last_updated_at_version_sequence")
+            for f in frags
+        )
+
+    def batches(self) -> Iterator[Columns]:
+        """Yields ``(record_batch, row_ids, created_at, last_updated_at)`` per read batch."""
+        t = self.layout
+        for frag in self.frags:
+            reader = FragmentReader(t.store, frag, t.fields)
+            try:
+                ids = lrowids.decode_row_ids(t.store, frag) if self.stable else None
+                if self.stable and ids is None:
+                    raise RewriteError(f"fragment {frag.id} of a stable-row-id table has no row id sequence")
+                created = updated = None
+                if self.versions:
+                    ones = np.ones(frag.physical_rows, np.uint64)  # what pylance reads when a sequence is missing
+                    created = lrowids.read_versions(t.store, frag, lrowids.CREATED_AT_FIELDS)
+                    updated = lrowids.read_versions(t.store, frag, lrowids.LAST_UPDATED_AT_FIELDS)
+                    created = ones if created is None else created
+                    updated = ones if updated is None else updated
+                for start in range(0, frag.physical_rows, READ_BATCH):
+                    stop = min(start + READ_BATCH, frag.physical_rows)
+                    batch = pa.RecordBatch.from_arrays(reader.read(start, stop), schema=t.schema)
+                    live = reader.live_mask(start, stop)
+                    keep = slice(None) if live is None else live
+                    if live is not None:
+                        if not live.any():
+                            continue
+                        batch = batch.filter(pa.array(live))
+                    ids_, created_, updated_ = (
+                        None if a is None else a[start:stop][keep] for a in (ids, created, updated)
+                    )
+                    yield batch, ids_, created_, updated_
+            finally:
+                reader.close()
+
+
+def write_fragment(
+    layout: TableLayout,
+    rows: pa.Table,
+    ids: np.ndarray | None,
+    created: np.ndarray | None,
+    updated: np.ndarray | None,
+    limit: int | None,
+) -> table_pb2.DataFragment:
+    """``rows`` as one new fragment (id unassigned) with these row ids and
+    version sequences (inline, or external files over ``limit`` bytes)."""
+    store = layout.store
+    frags = write_fragments(
+        store,
+        rows.to_batches(),
+        layout.schema,
+        layout.fields,
+        layout.file_version,
+        max_rows_per_file=max(rows.num_rows, 1),
+    )
+    if len(frags) != 1:
+        raise RewriteError(f"expected one fragment for {rows.num_rows} rows, the writer made {len(frags)}")
+    frag = frags[0]
+    if ids is not None:
+        lrowids.set_sequence(
+            frag, lrowids.ROW_ID_FIELDS, lrowids.RowIdSequence.from_values(ids).to_bytes(), store.put, limit
+        )
+    if created is not None:
+        lrowids.set_sequence(frag, lrowids.CREATED_AT_FIELDS, lrowids.encode_versions(created), store.put, limit)
+        lrowids.set_sequence(frag, lrowids.LAST_UPDATED_AT_FIELDS, lrowids.encode_versions(updated), store.put, limit)
+    return frag
+
+
+def _cat(parts: list) -> np.ndarray | None:
+    return None if not parts or parts[0] is None else np.concatenate(parts)
+
+
+def rewrite_fragments(
+    layout: TableLayout,
+    frags: Sequence[table_pb2.DataFragment],
+    target: int,
+    sort_keys: list[tuple[str, str]] | None = None,
+    limit: int | None = None,
+) -> list[table_pb2.DataFragment]:
+    """Write the live rows of ``frags`` as new fragments (ids unassigned) of
+    ``target`` rows each (the last may be smaller), sorted by ``sort_keys``
+    (``[(column, "ascending" | "descending")]``) when given."""
+    src = LiveRows(layout, frags)
+    out: list[table_pb2.DataFragment] = []
+    if sort_keys:
+        batches, ids, cr, up = [], [], [], []
+        for b, i, c, u in src.batches():
+            batches.append(b)
+            ids.append(i)
+            cr.append(c)
+            up.append(u)
+        rows = pa.Table.from_batches(batches, schema=layout.schema)
+        order = pc.sort_indices(rows, sort_keys=sort_keys).to_numpy()
+        rows = rows.take(pa.array(order))
+        sorted_ids, sorted_cr, sorted_up = (None if (a := _cat(p)) is None else a[order] for p in (ids, cr, up))
+        for s in range(0, rows.num_rows, target):
+            e = min(s + target, rows.num_rows)
+            part_ids, part_cr, part_up = (None if a is None else a[s:e] for a in (sorted_ids, sorted_cr, sorted_up))
+            out.append(write_fragment(layout, rows.slice(s, e - s), part_ids, part_cr, part_up, limit))
+        return out
+    buf, ids, cr, up, n = [], [], [], [], 0
+    for b, i, c, u in src.batches():
+        buf.append(b)
+        ids.append(i)
+        cr.append(c)
+        up.append(u)
+        n += b.num_rows
+        while n >= target:
+            rows = pa.Table.from_batches(buf, schema=layout.schema)
+            a_ids, a_cr, a_up = _cat(ids), _cat(cr), _cat(up)
+            part_ids, part_cr, part_up = (None if a is None else a[:target] for a in (a_ids, a_cr, a_up))
+            out.append(write_fragment(layout, rows.slice(0, target), part_ids, part_cr, part_up, limit))
+            rest = rows.slice(target)
+            buf = rest.to_batches()
+            ids, cr, up = ([None if a is None else a[target:]] for a in (a_ids, a_cr, a_up))
+            n = rest.num_rows
+    if n:
+        rows = pa.Table.from_batches(buf, schema=layout.schema)
+        out.append(write_fragment(layout, rows, _cat(ids), _cat(cr), _cat(up), limit))
+    return out

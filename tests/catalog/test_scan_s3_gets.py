@@ -1,0 +1,99 @@
+"""On S3, a scan with small batches sends no more GETs and fetches no more
+bytes than a scan with the default batch size: counted at the (moto) server."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tessera.catalog import Table
+from tessera.catalog.scan import DEFAULT_BATCH_SIZE
+
+
+class _GetCounter:
+    """WSGI middleware in front of moto's app: counts the GET requests that name
+    one bucket and the body bytes the server sends back for them."""
+
+    def __init__(self, app: Callable, bucket: str) -> None:
+        self.app = app
+        self.bucket = bucket
+        self.lock = threading.Lock()
+        self.gets = 0
+        self.bytes = 0
+        self.ranges: list[str] = []
+
+    def _ours(self, environ: dict) -> bool:
+        path = environ.get("PATH_INFO", "")
+        host = environ.get("HTTP_HOST", "")
+        return path == f"/{self.bucket}" or path.startswith(f"/{self.bucket}/") or host.startswith(f"{self.bucket}.")
+
+    def reset(self) -> None:
+        with self.lock:
+            self.gets, self.bytes, self.ranges = 0, 0, []
+
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        body = self.app(environ, start_response)
+        if environ.get("REQUEST_METHOD") != "GET" or not self._ours(environ):
+            return body
+        with self.lock:
+            self.gets += 1
+            self.ranges.append(f"{environ.get('PATH_INFO')} {environ.get('HTTP_RANGE', '')}")
+        return self._counted(body)
+
+    def _counted(self, body: Iterable[bytes]) -> Iterator[bytes]:
+        try:
+            for chunk in body:
+                with self.lock:
+                    self.bytes += len(chunk)
+                yield chunk
+        finally:
+            close = getattr(body, "close", None)
+            if close is not None:
+                close()
+
+
+@pytest.fixture
+def counted_s3_table(moto_server, monkeypatch):
+    """A 4-fragment table on moto S3, and a counter of the GETs the server answers for its bucket."""
+    bucket = moto_server.new_bucket()
+    n = 240_000
+    i = np.arange(n, dtype=np.int64)
+    data = pa.table({"a": i * 3, "b": pa.array(i % 977, pa.int32()), "c": i * 0.25})
+    uri = f"s3://{bucket}/t"
+    Table.create(uri, data, storage_options=moto_server.storage_options(), max_rows_per_file=60_000)
+    wsgi = getattr(moto_server.server, "_server", None)  # moto's werkzeug server: requests go to its .app
+    assert wsgi is not None and hasattr(wsgi, "app"), "moto's ThreadedMotoServer no longer exposes its WSGI server"
+    counter = _GetCounter(wsgi.app, bucket)
+    monkeypatch.setattr(wsgi, "app", counter)
+    return uri, moto_server.storage_options(), data, counter
+
+
+def _scan(uri: str, opts: dict, counter: _GetCounter, batch_size: int) -> tuple[pa.Table, int, int, dict]:
+    table = Table.open(uri, storage_options=opts)  # a fresh table each time: nothing cached from another scan
+    assert len(table.fragments) == 4
+    counter.reset()
+    scan = table.scanner(columns=["a"], batch_size=batch_size)
+    batches = list(scan.batches())
+    with counter.lock:
+        gets, nbytes = counter.gets, counter.bytes
+    assert max(b.num_rows for b in batches) == min(batch_size, 60_000)  # batches end with their fragment
+    return pa.Table.from_batches(batches, schema=scan.schema), gets, nbytes, dict(scan.stats)
+
+
+def test_small_batches_send_no_more_gets_than_the_default(counted_s3_table):
+    uri, opts, data, counter = counted_s3_table
+    # the small-batch scan first: anything a first scan warms up would favour the default one
+    small, small_gets, small_bytes, small_stats = _scan(uri, opts, counter, 1000)
+    default, default_gets, default_bytes, default_stats = _scan(uri, opts, counter, DEFAULT_BATCH_SIZE)
+    assert default.equals(data.select(["a"]))
+    assert small.equals(default)
+    assert default_gets > 0 and default_bytes > 0, "the counter saw no GET: is the scan going to this server?"
+    # a one-column projection reads a fraction of the table
+    assert default_bytes < data.nbytes / 2, (default_bytes, data.nbytes)
+    detail = (small_gets, small_bytes, small_stats, default_gets, default_bytes, default_stats)
+    assert small_gets <= default_gets, detail
+    assert small_bytes <= default_bytes, detail
