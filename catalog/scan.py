@@ -21,8 +21,15 @@ ROW_ADDRESS = "_rowaddr"
 ROW_ID = "_rowid"
 SPECIAL = (ROW_ADDRESS, ROW_ID)
 DEFAULT_BATCH_SIZE = 64 * 1024
-#: rows read from a fragment at a time, whatever the batch size (batches are slices of a read)
+#: the fewest rows read from a fragment at a time, whatever the batch size
+#: (batches are slices of a read)
 READ_UNIT_ROWS = 64 * 1024
+#: a read's decoded size at most (estimated), above READ_UNIT_ROWS rows: a
+#: fragment that fits is read in one piece (a piece boundary inside a page or
+#: mini-block chunk costs a second decode of it, and every read has a fixed
+#: cost); larger ones are cut into equal pieces.  Bounds memory too: a remote
+#: scan holds at most ``readahead`` x 3 reads
+READ_BUDGET_BYTES = 16 << 20
 #: fragments a scan of a remote store reads at once (each read is itself one
 #: coalesced request per file, split into parallel GETs when large)
 DEFAULT_READAHEAD = 8
@@ -122,6 +129,7 @@ class Scan:
         if with_row_id and ROW_ID not in out:
             out.append(ROW_ID)
         self.columns = out
+        self._special_out = any(c in self.special for c in out)  # row addresses or ids asked for
         self.expr = lpred.to_expression(filter, schema) if filter is not None else None
         needed = [c for c in out if c not in self.special]
         if self.expr is not None:
@@ -172,7 +180,8 @@ class Scan:
 
     def _reads(self) -> Iterator[pa.RecordBatch]:
         """The scan's rows, fragment by fragment, in reads of at least
-        READ_UNIT_ROWS rows (so small batches never fetch a page twice).  On a
+        READ_UNIT_ROWS rows (so small batches never fetch a page twice), whole
+        fragments where they fit in READ_BUDGET_BYTES.  On a
         remote store up to ``readahead`` fragments are read ahead at once by
         worker threads, each fragment by one thread, in order."""
         if self.readahead > 1 and len(self.fragments) > 1 and getattr(self.store, "remote", False):
@@ -214,16 +223,33 @@ class Scan:
                 # check the files agree, or a wrong physical_rows silently
                 # hides rows or makes up 2**40 of them
                 reader.check_physical_rows()
-            unit = max(self.batch_size, READ_UNIT_ROWS)
+            unit = max(self.batch_size, READ_UNIT_ROWS, READ_BUDGET_BYTES // self._row_bytes(frag))
             for a, b in ranges:
-                for start in range(a, b, unit):
+                step = -(-(b - a) // -(-(b - a) // unit)) if b > a else 1  # equal pieces, none over unit
+                for start in range(a, b, step):
                     if stop_flag is not None and stop_flag.is_set():
                         return
-                    read = self._batch(reader, frag, start, min(start + unit, b))
+                    read = self._batch(reader, frag, start, min(start + step, b))
                     if read is not None and read.num_rows:
                         yield read
         finally:
             reader.close()
+
+    def _row_bytes(self, frag) -> int:
+        """An estimate of one row's decoded bytes in the fields this scan reads
+        (never below 1): fixed-width fields by their width, the others by the
+        fragment's data files' size per row (what a row takes on disk)."""
+        fixed, variable = 0, False
+        for f in self.read_fields:
+            t = f.arrow_type
+            try:
+                fixed += max(1, t.bit_width // 8)
+            except ValueError:  # strings, lists, structs: no fixed width
+                variable = True
+        if variable and frag.physical_rows:
+            disk = sum(df.file_size_bytes for df in frag.files)
+            fixed += disk // frag.physical_rows if disk else 64
+        return max(1, fixed)
 
     def _reads_ahead(self) -> Iterator[pa.RecordBatch]:
         stop = threading.Event()
@@ -278,7 +304,10 @@ class Scan:
         arrays = reader.read(start, stop) if self.read_fields else []
         n = stop - start
         live = reader.live_mask(start, stop)
-        positions = np.arange(start, stop, dtype=np.uint64)
+        # physical positions of the rows kept: only row addresses, row ids or a column-less count need them
+        positions: np.ndarray | None = None
+        if self._special_out or not arrays:
+            positions = np.arange(start, stop, dtype=np.uint64)
         batch = pa.RecordBatch.from_arrays(arrays, names=self.read_names) if arrays else None
         keep = live
         if self.expr is not None:
@@ -289,10 +318,14 @@ class Scan:
                 return None
             if batch is not None:
                 batch = batch.filter(pa.array(keep))
-            positions = positions[keep]
+            if positions is not None:
+                positions = positions[keep]
         cols = []
         for c in self.columns:
-            if c == ROW_ADDRESS and c in self.special:
+            if positions is None:
+                assert batch is not None  # no special column asked for: every column was read
+                cols.append(batch.column(self.read_names.index(c)))
+            elif c == ROW_ADDRESS and c in self.special:
                 cols.append(pa.array((np.uint64(frag.id) << np.uint64(32)) + positions, pa.uint64()))
             elif c == ROW_ID and c in self.special:
                 ids = reader.row_ids(0, frag.physical_rows)
@@ -300,11 +333,12 @@ class Scan:
             else:
                 assert batch is not None  # c is one of read_names, so the batch was read
                 cols.append(batch.column(self.read_names.index(c)))
-        if not cols:
+        if not cols:  # no column out (a count): the rows kept
+            kept = len(positions) if positions is not None else (batch.num_rows if batch is not None else 0)
             return (
                 pa.RecordBatch.from_pydict({}, schema=self.schema)
-                if len(positions) == 0
-                else pa.record_batch([pa.nulls(len(positions))], names=["_"]).select([])
+                if kept == 0
+                else pa.record_batch([pa.nulls(kept)], names=["_"]).select([])
             )
         return pa.RecordBatch.from_arrays(cols, schema=self.schema)
 

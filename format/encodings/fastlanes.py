@@ -200,13 +200,14 @@ def unpack_blocks_at(data, starts, bit_widths, type_bits: int) -> np.ndarray:
     if starts.shape != widths.shape:
         raise ValueError("starts and bit_widths must have the same length")
     dtype = _native(type_bits)
-    out = buffers.zeros((starts.size, BLOCK_VALUES), dtype=dtype)
+    out = buffers.empty((starts.size, BLOCK_VALUES), dtype=dtype)  # every block is written below
     if starts.size == 0:
         return out.reshape(-1)
     lanes = BLOCK_VALUES // type_bits
     for W in np.unique(widths).tolist():
         _check(W, type_bits)
         if W == 0:
+            out[widths == 0] = 0
             continue
         sel = np.flatnonzero(widths == W)
         nbytes = packed_block_bytes(W)
