@@ -35,6 +35,22 @@ READ_BUDGET_BYTES = 16 << 20
 DEFAULT_READAHEAD = 8
 
 
+def merge_ranges(ranges: Sequence[tuple[int, int]] | None, n: int) -> list[tuple[int, int]]:
+    """Row ranges clipped to ``[0, n)``, sorted, overlapping and touching ones
+    merged, empty ones dropped (None: all ``n`` rows)."""
+    if ranges is None:
+        return [(0, n)]
+    out: list[tuple[int, int]] = []
+    for a, b in sorted((max(0, int(a)), min(n, int(b))) for a, b in ranges):
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
 def evaluate(expr, batch: pa.RecordBatch) -> pa.Array:
     """Evaluate a pyarrow compute expression over a batch."""
     out = pads.Scanner.from_batches([batch], schema=batch.schema, columns={"v": expr}).to_table().column("v")
@@ -193,21 +209,7 @@ class Scan:
     def _ranges(self, frag) -> list[tuple[int, int]]:
         """The physical row ranges of ``frag`` to read: all of them, or those
         :attr:`row_ranges` (statistics) says can hold matching rows."""
-        n = frag.physical_rows
-        if self.row_ranges is None:
-            return [(0, n)]
-        wanted = self.row_ranges(frag)
-        if wanted is None:
-            return [(0, n)]
-        out: list[tuple[int, int]] = []
-        for a, b in sorted((max(0, int(a)), min(n, int(b))) for a, b in wanted):
-            if b <= a:
-                continue
-            if out and a <= out[-1][1]:
-                out[-1] = (out[-1][0], max(out[-1][1], b))
-            else:
-                out.append((a, b))
-        return out
+        return merge_ranges(self.row_ranges(frag) if self.row_ranges is not None else None, frag.physical_rows)
 
     def _fragment_reads(self, frag, stop_flag: threading.Event | None) -> Iterator[pa.RecordBatch]:
         ranges = self._ranges(frag)

@@ -66,8 +66,8 @@ def write_hint(store: ObjectStore, version: int) -> None:
 
     if not isinstance(store, LocalObjectStore):
         return
-    try:
-        store.put(paths.HINT_FILE, json.dumps({"version": version}, separators=(",", ":")).encode())
+    try:  # no fsync, no rename: a lost, stale or torn hint harms nothing (the listing decides)
+        store.put_advisory(paths.HINT_FILE, json.dumps({"version": version}, separators=(",", ":")).encode())
     except OSError:
         pass  # advisory only
 

@@ -13,7 +13,6 @@ file offsets of the sections' length prefixes.
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -73,16 +72,15 @@ def manifest_name(version: int, scheme: NamingScheme = NamingScheme.V2) -> str:
     return f"{version}.manifest"
 
 
-_MANIFEST_RE = re.compile(r"^(\d+)\.manifest$")
-
-
 def parse_manifest_name(name: str) -> tuple[int, NamingScheme] | None:
     """(version, scheme) for a manifest file name; None for anything else
-    (the hint file, detached versions, staged manifests ``...manifest-{uuid}``)."""
-    m = _MANIFEST_RE.match(name)
-    if not m:
+    (the hint file, detached versions, staged manifests ``...manifest-{uuid}``).
+    The stem is ASCII digits only (``str.isdigit`` alone accepts other scripts' digits)."""
+    if not name.endswith(".manifest"):
         return None
-    stem = m.group(1)
+    stem = name[:-9]
+    if not (stem.isascii() and stem.isdigit()):
+        return None
     if len(stem) == 20:
         return U64_MAX - int(stem), NamingScheme.V2
     return int(stem), NamingScheme.V1

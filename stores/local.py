@@ -2,8 +2,12 @@
 
 ``put_if_not_exists`` writes a temporary file, fsyncs it and hard-links it to
 the final name: ``link`` fails if the name exists, so two writers can never both
-create it.  Where hard links are unavailable it falls back to an exclusive
-create (``O_EXCL``) followed by a write and fsync.
+create it; the directory is then fsynced, so the name is durable when it returns.
+Objects that always get a fresh unique name (``data/``, ``_transactions/``, ...)
+are created in place and fsynced once (:class:`_NewFileOutput`); other objects
+are written under a temporary name, fsynced and renamed into place.  Where hard
+links are unavailable ``put_if_not_exists`` falls back to an exclusive create
+(``O_EXCL``) followed by a write and fsync.
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ class _AtomicOutput:
         self._f.flush()
         os.fsync(self._f.fileno())
         self._f.close()
-        os.replace(self._tmp, self._final)
+        if self._tmp != self._final:
+            os.replace(self._tmp, self._final)
 
     def abort(self) -> None:
         if not self._f.closed:
@@ -75,6 +80,35 @@ class _AtomicOutput:
             self.close()
         else:
             self.abort()
+
+
+class _NewFileOutput(_AtomicOutput):
+    """A file created in place under its final name (``O_EXCL``), fsynced on close.
+
+    For objects that always get a fresh unique name (data files, transaction
+    files, deletion files, index files): nothing names them until a manifest
+    that references them is committed, so a reader never meets one half
+    written, and a writer that dies leaves an orphan that clean-up removes.
+    One fsync makes both the bytes and the new name durable (a new file's
+    directory entry is logged with it on ext4, XFS and btrfs), where a
+    temporary name would need a rename made durable later.  An object that
+    already exists (never the case for a fresh name) is replaced atomically
+    as by :class:`_AtomicOutput`."""
+
+    def __init__(self, final: str) -> None:
+        try:
+            fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self._final = final
+        self._tmp = final  # written in place: close does not rename, abort removes the partial file
+        self._f = os.fdopen(fd, "wb")
+
+
+#: top-level folders whose objects always get fresh unique names (Lance never rewrites them);
+#: staged manifests (``_versions/{name}-{uuid}``) are unique too
+_UNIQUE_NAME_DIRS = ("data/", "_transactions/", "_deletions/", "_indices/")
 
 
 class LocalObjectStore:
@@ -186,7 +220,13 @@ class LocalObjectStore:
 
     def _output(self, path: str) -> _AtomicOutput:
         try:
-            return _AtomicOutput(self._full(path))
+            full = self._full(path)
+            if path.startswith(_UNIQUE_NAME_DIRS) or (path.startswith("_versions/") and ".manifest-" in path):
+                try:
+                    return _NewFileOutput(full)
+                except FileExistsError:
+                    pass  # an existing object is replaced atomically below
+            return _AtomicOutput(full)
         except OSError as exc:
             typed = self._typed(exc, path, writing=True)
             if typed is None:
@@ -196,6 +236,19 @@ class LocalObjectStore:
     def put(self, path: str, data: bytes) -> None:
         with self._output(path) as f:
             f.write(data)
+
+    def put_advisory(self, path: str, data: bytes) -> None:
+        """Overwrite ``path`` in place, no fsync: for a file whose loss, staleness
+        or tearing harms nothing (``latest_version_hint.json``: pylance and
+        Tessera both decide the latest version by listing ``_versions/``)."""
+        try:
+            with open(self._full(path), "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            typed = self._typed(exc, path, writing=True)
+            if typed is None:
+                raise
+            raise typed from exc
 
     def put_if_not_exists(self, path: str, data: bytes) -> None:
         final = self._full(path)
@@ -227,6 +280,22 @@ class LocalObjectStore:
             except FileNotFoundError:
                 pass
         _fsync_dir(directory)
+
+    def link_if_not_exists(self, src: str, dst: str) -> None:
+        """Give the (complete, fsynced) object ``src`` the name ``dst`` too, only
+        if ``dst`` is absent (AlreadyExistsError otherwise); the directory is
+        fsynced, so the name is durable when it returns.  The create-only copy
+        of a staged manifest to its final name, without writing its bytes
+        again.  ObjectNotFoundError when ``src`` is gone; a file system without
+        hard links raises OSError(ENOTSUP/EPERM/EXDEV): copy instead."""
+        final = self._full(dst)
+        try:
+            os.link(self._full(src), final)
+        except FileExistsError as exc:
+            raise AlreadyExistsError(f"{self.root}/{dst} already exists") from exc
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"{self.root}/{src} does not exist") from exc
+        _fsync_dir(os.path.dirname(final))
 
     @staticmethod
     def _exclusive_create(final: str, data: bytes) -> None:

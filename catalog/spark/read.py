@@ -49,7 +49,7 @@ except ImportError as _exc:  # pragma: no cover - pyspark is an optional depende
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
 from tessera.catalog.errors import InvalidArgumentError, SparkOptionError, UnknownColumnError
-from tessera.catalog.scan import mask_of
+from tessera.catalog.scan import mask_of, merge_ranges
 from tessera.commit.committer import fragment_live_rows
 from tessera.format import schema as lschema
 from tessera.format.protos import file_pb2, table_pb2
@@ -99,18 +99,7 @@ def _fragment_bytes(frag: table_pb2.DataFragment) -> int:
 
 def _spans(frag: table_pb2.DataFragment, ranges: Sequence[tuple[int, int]] | None) -> list[tuple[int, int]]:
     """``ranges`` clipped to the fragment's rows, sorted and merged (None: all its rows)."""
-    n = frag.physical_rows
-    if ranges is None:
-        return [(0, n)]
-    out: list[tuple[int, int]] = []
-    for a, b in sorted((max(0, int(a)), min(n, int(b))) for a, b in ranges):
-        if b <= a:
-            continue
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
+    return merge_ranges(ranges, frag.physical_rows)
 
 
 def plan_partitions(

@@ -172,18 +172,32 @@ def pack(values: np.ndarray, bit_width: int) -> bytes:
     num_blocks = values.size // BLOCK_VALUES
     if bit_width == 0 or num_blocks == 0:
         return b""
-    lanes = BLOCK_VALUES // type_bits
     W, T = bit_width, type_bits
-    v = values.astype(dtype, copy=False).reshape(num_blocks, BLOCK_VALUES)
-    words = np.zeros((num_blocks, W, lanes), dtype=dtype)
-    for r in range(T):
-        w0, shift = divmod(r * W, T)
-        base = _row_base(r)
-        src = v[:, base : base + lanes]
-        words[:, w0, :] |= src << shift if shift else src
-        if shift + W > T:
-            words[:, w0 + 1, :] |= src >> (T - shift)
+    lanes = BLOCK_VALUES // T
+    perm, shift, word_starts, spill, spill_to, spill_shift = _pack_plan(W, T)
+    # rows in packing order: row r of a block is its values [base(r), base(r) + LANES)
+    rows = values.astype(dtype, copy=False).reshape(num_blocks, T, lanes)[:, perm, :]
+    # row r's low bits go to word r*W // T (non-decreasing in r, every word has a row): OR each run of rows
+    words = np.bitwise_or.reduceat(rows << shift, word_starts, axis=1)
+    if spill.size:  # a row straddling a word boundary: its high bits start the next word (one row per word)
+        words[:, spill_to, :] |= rows[:, spill, :] >> spill_shift
     return words.astype(_le(type_bits), copy=False).tobytes()
+
+
+@functools.cache
+def _pack_plan(bit_width: int, type_bits: int):
+    """For :func:`pack`: the block's rows in packing order, each row's shift,
+    the first row of each word, and the rows that spill into the next word
+    (with that word and the right shift of their high bits)."""
+    W, T = bit_width, type_bits
+    lanes = BLOCK_VALUES // T
+    r = np.arange(T)
+    perm = np.array([_row_base(i) // lanes for i in range(T)])
+    w0 = r * W // T
+    shift = (r * W % T).astype(_native(T))
+    word_starts = np.flatnonzero(np.r_[True, w0[1:] != w0[:-1]])
+    spill = np.flatnonzero(shift.astype(np.int64) + W > T)
+    return perm, shift[:, None], word_starts, spill, w0[spill] + 1, (T - shift[spill]).astype(_native(T))[:, None]
 
 
 def unpack_blocks_at(data, starts, bit_widths, type_bits: int) -> np.ndarray:

@@ -39,10 +39,18 @@ def _unsigned(values: FixedValues) -> np.ndarray:
 
 
 def _bit_widths(maxes: np.ndarray, type_bits: int) -> np.ndarray:
-    widths = np.zeros(len(maxes), dtype=np.int64)
-    for b in range(type_bits):
-        widths += (maxes >> b) != 0
-    return widths
+    """The bit length of each (unsigned) value of ``maxes`` (0 for 0)."""
+    if len(maxes) <= 16:  # a small page's few chunks: Python's int.bit_length beats numpy's per-call cost
+        return np.array([int(m).bit_length() for m in maxes.tolist()], dtype=np.int64)
+    x = maxes.astype(np.uint64)
+    widths = np.zeros(len(x), dtype=np.int64)
+    shift = 32
+    while shift:  # binary search on the highest set bit: log2(64) steps
+        high = (x >> np.uint64(shift)) != 0
+        widths += high * shift
+        x = np.where(high, x >> np.uint64(shift), x)
+        shift //= 2
+    return widths + (x != 0)
 
 
 def choose(values: FixedValues) -> int | None:

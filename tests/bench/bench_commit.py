@@ -1,6 +1,12 @@
 """Per-commit latency of small appends: pylance (local) vs Tessera with each coordinator.
 
     python tests/bench/bench_commit.py [--commits 500] [--only native,sqlite,...]
+    python tests/bench/bench_commit.py --local-only [--commits 200]
+
+``--local-only``: appends of 100 rows by path (a fresh open each) and with a
+held handle, Tessera vs pylance interleaved; then 4 x 50 and 8 x 25 appender
+processes on one table each (wall time, errors reaching the caller, rows
+checked exactly once).
 
 Every run measures, in the same process and run:
   pylance      lance.write_dataset(mode="append") on local disk
@@ -80,11 +86,106 @@ def bench_tessera(uri: str, n: int, commit_store=None, storage_options=None) -> 
     return out
 
 
+def bench_by_path(work: str, n: int) -> dict[str, list[float]]:
+    """One 100-row append per call, the table opened by path each time (a script's
+    or a task's way): ``Table.open(uri).append`` vs ``lance.write_dataset(mode="append")``."""
+    import lance
+
+    from tessera.catalog import Table
+
+    rows = pa.table({"i": pa.array(range(100), pa.int64()), "s": [f"row-{i}" for i in range(100)]})
+    t_uri, p_uri = os.path.join(work, "bypath-t"), os.path.join(work, "bypath-p")
+    Table.create(t_uri, rows)
+    lance.write_dataset(rows, p_uri)
+    out: dict[str, list[float]] = {"pylance by path": [], "tessera by path": [], "tessera held": []}
+    held = Table.open(t_uri)
+    for _ in range(n):  # interleaved, so both see the same machine
+        t0 = time.perf_counter()
+        lance.write_dataset(rows, p_uri, mode="append")
+        out["pylance by path"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        Table.open(t_uri).append(rows)
+        out["tessera by path"].append(time.perf_counter() - t0)
+    for _ in range(n):
+        t0 = time.perf_counter()
+        held.append(rows)
+        out["tessera held"].append(time.perf_counter() - t0)
+    return out
+
+
+def _appender(kind: str, uri: str, appends: int, w: int, q) -> None:
+    rows = pa.table({"w": pa.array([w] * 10, pa.int64()), "k": pa.array(range(10), pa.int64())})
+    errors = 0
+    try:
+        if kind == "pylance":
+            import lance
+
+            for _ in range(appends):
+                while True:  # pylance raises on a lost race it cannot rebase; the caller retries
+                    try:
+                        lance.write_dataset(rows, uri, mode="append")
+                        break
+                    except Exception:  # noqa: BLE001 - counted, then retried
+                        errors += 1
+        else:
+            from tessera.catalog import Table
+
+            t = Table.open(uri)
+            for _ in range(appends):
+                t.append(rows)
+        q.put((w, errors, None))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        q.put((w, errors, f"{type(exc).__name__}: {exc}"))
+
+
+def bench_concurrent(work: str, writers: int, appends: int) -> dict[str, tuple[float, int]]:
+    """``writers`` processes x ``appends`` appends on one table: wall time and the
+    errors that reached the caller (pylance's are retried by the bench)."""
+    import multiprocessing as mp
+
+    import lance
+
+    from tessera.catalog import Table
+
+    seed = pa.table({"w": pa.array([-1], pa.int64()), "k": pa.array([0], pa.int64())})
+    out = {}
+    ctx = mp.get_context("spawn")
+    for kind in ("pylance", "tessera"):
+        uri = os.path.join(work, f"conc-{kind}-{writers}")
+        if kind == "pylance":
+            lance.write_dataset(seed, uri)
+        else:
+            Table.create(uri, seed)
+        q = ctx.Queue()
+        procs = [ctx.Process(target=_appender, args=(kind, uri, appends, w, q)) for w in range(writers)]
+        for p in procs:
+            p.start()
+        # start together: each child reports once done; time from the first start to the last report
+        t0 = time.perf_counter()
+        results = [q.get(timeout=900) for _ in procs]
+        wall = time.perf_counter() - t0
+        for p in procs:
+            p.join(60)
+        failed = [r for r in results if r[2]]
+        if failed:
+            raise RuntimeError(f"{kind}: {failed}")
+        rows = (
+            lance.dataset(uri).count_rows() if kind == "pylance" else Table.open(uri).count_rows()
+        )  # every acknowledged append exactly once
+        assert rows == 1 + writers * appends * 10, (kind, rows)
+        out[kind] = (wall, sum(r[1] for r in results))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--commits", type=int, default=500)
     ap.add_argument("--only", default="")
+    ap.add_argument("--local-only", action="store_true", help="by path, held handle and concurrent processes only")
     args = ap.parse_args()
+    if args.local_only:
+        local_suite(args.commits)
+        return
     n = args.commits
     work = tempfile.mkdtemp(prefix="tessera-bench-commit-")
     wanted = set(filter(None, args.only.split(",")))
@@ -141,3 +242,24 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def local_suite(n: int) -> None:
+    work = tempfile.mkdtemp(prefix="tessera-bench-commit-")
+    try:
+        by_path = bench_by_path(work, n)
+        base = statistics.median(by_path["pylance by path"])
+        print(f"{n} appends of 100 rows, local disk (Tessera fsyncs each commit; pylance does not)")
+        print(f"{'case':18} {'median ms':>10} {'p90 ms':>8} {'vs pylance':>10}")
+        for name, xs in by_path.items():
+            med = statistics.median(xs)
+            print(f"{name:18} {med * 1e3:10.2f} {float(np.percentile(xs, 90)) * 1e3:8.2f} {med / base:9.2f}x")
+        for writers, appends in ((4, 50), (8, 25)):
+            got = bench_concurrent(work, writers, appends)
+            (pw, pe), (tw, te) = got["pylance"], got["tessera"]
+            print(
+                f"{writers} processes x {appends} appends: pylance {pw:.2f} s ({pe} retried errors), "
+                f"tessera {tw:.2f} s ({te} errors) -> {tw / pw:.2f}x"
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

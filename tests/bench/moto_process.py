@@ -25,7 +25,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-import uuid
 
 _SERVER = r"""
 import collections, json, sys, threading, time
@@ -68,8 +67,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class MotoProcess:
-    def __init__(self, latency_ms: float = 0.0) -> None:
+def _services():
+    """tests/services.py, loaded by path (tests/ on sys.path would shadow packages)."""
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location("tessera_bench_services", os.path.join(here, "..", "services.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class MotoProcess(_services().MotoServer):  # its storage options, clients and buckets; a server of its own
+    def __init__(self, latency_ms: float = 0.0) -> None:  # not super().__init__: that starts an in-process server
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -97,41 +108,6 @@ class MotoProcess:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def storage_options(self) -> dict[str, str]:
-        """Tessera's (boto3's) options for this server."""
-        return {
-            "endpoint_url": self.endpoint,
-            "region": "us-east-1",
-            "aws_access_key_id": "testing",
-            "aws_secret_access_key": "testing",
-        }
-
-    def lance_storage_options(self) -> dict[str, str]:
-        """pylance's options for this server."""
-        return {
-            "aws_endpoint": self.endpoint,
-            "allow_http": "true",
-            "aws_region": "us-east-1",
-            "aws_access_key_id": "testing",
-            "aws_secret_access_key": "testing",
-        }
-
-    def client(self, service: str):
-        import boto3
-
-        return boto3.client(
-            service,
-            endpoint_url=self.endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-
-    def new_bucket(self) -> str:
-        name = f"bench-{uuid.uuid4().hex[:12]}"
-        self.client("s3").create_bucket(Bucket=name)
-        return name
-
     def counts(self) -> dict[str, int]:
         """Requests answered since the last ``reset``, by HTTP method."""
         with urllib.request.urlopen(f"{self.endpoint}/_bench/counts", timeout=10) as r:
@@ -143,7 +119,7 @@ class MotoProcess:
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.loads(r.read())
 
-    def stop(self) -> None:
+    def stop(self) -> None:  # the child process, not the in-process server
         if self.proc.poll() is None:
             assert self.proc.stdin is not None
             self.proc.stdin.close()

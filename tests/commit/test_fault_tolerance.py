@@ -135,19 +135,29 @@ def test_failed_publish_after_reserve_is_unknown_then_finished_by_next_open(tmp_
     path = str(tmp_path / "t")
     Table.create(path, _rows(5), commit_store=store_url)
     t = Table.open(path, commit_store=store_url, retry=RetryPolicy(read_back_seconds=0.3))
-    real_put = LocalObjectStore.put_if_not_exists
+    real_put, real_link = LocalObjectStore.put_if_not_exists, LocalObjectStore.link_if_not_exists
+
+    def final(p):
+        return p.startswith("_versions/") and p.endswith(".manifest")
 
     def failing_put(self, p, data):
-        if p.startswith("_versions/") and p.endswith(".manifest"):
+        if final(p):
             raise OSError("injected: the final manifest cannot be written")
         return real_put(self, p, data)
 
+    def failing_link(self, src, dst):  # the staged file linked to the final name: the usual route
+        if final(dst):
+            raise OSError("injected: the final manifest cannot be linked")
+        return real_link(self, src, dst)
+
     monkeypatch.setattr(LocalObjectStore, "put_if_not_exists", failing_put)
+    monkeypatch.setattr(LocalObjectStore, "link_if_not_exists", failing_link)
     with pytest.raises(E.CommitOutcomeUnknownError, match="kept"):
         t.append(_rows(1, 1000))
     staged = [n for n in os.listdir(os.path.join(path, "_versions")) if ".manifest-" in n]
     assert len(staged) == 1  # kept for the repair
     monkeypatch.setattr(LocalObjectStore, "put_if_not_exists", real_put)
+    monkeypatch.setattr(LocalObjectStore, "link_if_not_exists", real_link)
     t2 = Table.open(path, commit_store=store_url)
     assert t2.version == 2 and sorted(t2.to_arrow().column("i").to_pylist()) == list(range(5)) + [1000]
     assert not [n for n in os.listdir(os.path.join(path, "_versions")) if ".manifest-" in n]

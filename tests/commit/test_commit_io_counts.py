@@ -1,0 +1,149 @@
+"""The durable steps of one small append on local disk, pinned: which object-store
+operations it makes and how many fsyncs, so that a change cannot silently add
+one (issue 17).  Counted by wrapping the store's methods and ``os.fsync``;
+every wrapped call goes through to the real file system.
+
+What one append must make durable before it is acknowledged, and nothing more:
+  data file         created in place under its unique name, fsynced   (1)
+  transaction file  created in place under its unique name, fsynced   (1)
+  manifest          staged and fsynced, hard-linked to its final name (1)
+  _versions/        fsynced after the link (the name is durable)      (1)
+The hint file is rewritten without an fsync (advisory: pylance and Tessera
+decide the latest version by listing ``_versions/``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from tessera.catalog import Table
+from tessera.stores.local import LocalObjectStore
+
+_METHODS = (
+    "read",
+    "open_reader",
+    "read_tail",
+    "size",
+    "exists",
+    "list",
+    "walk",
+    "put",
+    "put_if_not_exists",
+    "put_advisory",
+    "link_if_not_exists",
+    "open_output",
+    "copy",
+    "copy_if_not_exists",
+    "delete",
+)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """(calls, fsyncs): the store operations (name, kind of path) and fsyncs made."""
+    calls: list[tuple[str, str]] = []
+    fsyncs: list[int] = []
+
+    def kind(path: str) -> str:
+        if path.startswith("data/"):
+            return "data"
+        if path.startswith("_transactions/"):
+            return "txn"
+        if path.endswith("latest_version_hint.json"):
+            return "hint"
+        if ".manifest-" in path:
+            return "staged"
+        if path.endswith(".manifest"):
+            return "manifest"
+        return path
+
+    for name in _METHODS:
+        real = getattr(LocalObjectStore, name)
+
+        def wrapped(self, *args, _real=real, _name=name, **kwargs):
+            calls.append((_name, "->".join(kind(a) for a in args if isinstance(a, str))))
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(LocalObjectStore, name, wrapped)
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        fsyncs.append(fd)
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return calls, fsyncs
+
+
+ROWS = pa.table({"i": pa.array(range(100), pa.int64()), "s": [f"row-{i}" for i in range(100)]})
+
+# the commit itself, the same for a held handle and a fresh one
+NATIVE_COMMIT = [
+    ("open_output", "data"),
+    ("put", "txn"),
+    ("read_tail", "manifest"),  # the base manifest's end, re-read: a table dropped and recreated is refused
+    ("put_if_not_exists", "manifest"),  # staged + fsync, link, directory fsync
+    ("put_advisory", "hint"),
+]
+EXTERNAL_COMMIT = [
+    ("open_output", "data"),
+    ("put", "txn"),
+    ("put", "staged"),  # the staged manifest the store's row points at
+    ("link_if_not_exists", "staged->manifest"),  # the final name, create-only, without a second write
+    ("delete", "staged"),
+    ("put_advisory", "hint"),
+]
+
+
+def test_a_native_append_makes_four_fsyncs(tmp_path, counted):
+    calls, fsyncs = counted
+    uri = str(tmp_path / "t")
+    Table.create(uri, ROWS)
+    for _ in range(3):
+        Table.open(uri).append(ROWS)
+    held = Table.open(uri)
+    calls.clear(), fsyncs.clear()
+    held.append(ROWS)
+    assert calls == NATIVE_COMMIT
+    assert len(fsyncs) == 4
+    calls.clear(), fsyncs.clear()
+    Table.open(uri).append(ROWS)  # by path: one listing and one manifest read more
+    assert calls == [("list", "_versions"), ("read", "manifest"), *NATIVE_COMMIT]
+    assert len(fsyncs) == 4
+    assert Table.open(uri).count_rows() == 6 * ROWS.num_rows
+
+
+def test_an_external_store_append_makes_four_fsyncs(tmp_path, counted):
+    calls, fsyncs = counted
+    uri, store = str(tmp_path / "t"), f"sqlite:///{tmp_path}/commits.db"
+    Table.create(uri, ROWS, commit_store=store)
+    Table.open(uri, commit_store=store).append(ROWS)
+    held = Table.open(uri, commit_store=store)
+    calls.clear(), fsyncs.clear()
+    held.append(ROWS)
+    assert calls == EXTERNAL_COMMIT
+    assert len(fsyncs) == 4  # data, transaction, staged manifest, _versions/ after the link
+    calls.clear(), fsyncs.clear()
+    Table.open(uri, commit_store=store).append(ROWS)
+    # by path: the store's latest row names the manifest; the version after it is
+    # looked for first (a writer outside the store, e.g. pylance, is adopted)
+    assert calls == [("read", "manifest"), ("read", "manifest"), *EXTERNAL_COMMIT]
+    assert len(fsyncs) == 4
+    t = Table.open(uri, commit_store=store)
+    assert t.count_rows() == 4 * ROWS.num_rows
+    assert not [n for n in os.listdir(tmp_path / "t" / "_versions") if ".manifest-" in n]  # no staged file left
+
+
+def test_the_final_manifest_is_the_staged_file_linked(tmp_path):
+    """The link gives the final name the staged bytes: the same file, complete."""
+    uri, store = str(tmp_path / "t"), f"sqlite:///{tmp_path}/commits.db"
+    t = Table.create(uri, ROWS, commit_store=store)
+    t.append(ROWS)
+    versions = tmp_path / "t" / "_versions"
+    finals = sorted(n for n in os.listdir(versions) if n.endswith(".manifest"))
+    assert len(finals) == 2
+    assert os.stat(versions / finals[0]).st_nlink == 1  # the staged name is gone
+    assert Table.open(uri, commit_store=store, version=2).count_rows() == 2 * ROWS.num_rows
