@@ -30,9 +30,9 @@ from tenacity import (
     Retrying,
     retry_if_exception_type,
     stop_after_attempt,
-    wait_random_exponential,
 )
 from tenacity.stop import stop_base
+from tenacity.wait import wait_base
 
 from tessera.stores.errors import AmbiguousStoreError, StoreUnavailableError
 
@@ -58,6 +58,26 @@ class _PastDeadline(stop_base):
         return time.monotonic() >= self.end
 
 
+class _ContentionWait(wait_base):
+    """The wait before retrying after another writer won: uniform in
+    ``[0, min(cap, base * max(1, attempt / 2)))``.
+
+    Losing a version race is not a failure to back off from: the loser has
+    already rebased on the winner, and every round of a race has a winner, so
+    the table moves on whatever the waits.  A long wait only idles the loser
+    (exponential backoff made 4 appending processes 2.4x slower than pylance's;
+    ``tests/bench/bench_commit.py --local-only``).  The jitter spreads the
+    retries of writers that lost together; it grows slowly (linearly) so many
+    writers that keep colliding space out, up to ``cap``."""
+
+    def __init__(self, base: float, cap: float) -> None:
+        self.base, self.cap = base, cap
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        top = min(self.cap, self.base * max(1.0, retry_state.attempt_number / 2))
+        return random.uniform(0, top)
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounds on retries: attempts, one wall-clock budget, backoff, read-back.
@@ -67,8 +87,9 @@ class RetryPolicy:
             operation, each at most this many.
         max_seconds: the wall-clock budget of one operation, all retries and
             read-backs included.
-        base_delay: first backoff step (seconds); full-jitter exponential after it.
-        max_delay: the longest single backoff (seconds).
+        base_delay: the jitter of a retry after another writer won (seconds):
+            uniform in [0, base_delay * max(1, attempt / 2)), see _ContentionWait.
+        max_delay: the longest single wait (seconds), also of read-back backoff.
         read_back_seconds: after an ambiguous store error, how long the outcome
             is read back (with jittered backoff) before
             CommitOutcomeUnknownError.
@@ -127,7 +148,7 @@ class RetryPolicy:
         end = deadline if deadline is not None else self.deadline()
         return Retrying(
             stop=stop_after_attempt(self.max_attempts) | _PastDeadline(end),
-            wait=wait_random_exponential(multiplier=self.base_delay, max=self.max_delay),
+            wait=_ContentionWait(self.base_delay, self.max_delay),
             retry=retry_if_exception_type(exc_types),
             reraise=False,
         )

@@ -113,13 +113,16 @@ def bench_by_path(work: str, n: int) -> dict[str, list[float]]:
     return out
 
 
-def _appender(kind: str, uri: str, appends: int, w: int, q) -> None:
+def _appender(kind: str, uri: str, appends: int, w: int, q, go) -> None:
     rows = pa.table({"w": pa.array([w] * 10, pa.int64()), "k": pa.array(range(10), pa.int64())})
     errors = 0
     try:
         if kind == "pylance":
             import lance
 
+            lance.dataset(uri)
+            q.put("ready")
+            go.wait()
             for _ in range(appends):
                 while True:  # pylance raises on a lost race it cannot rebase; the caller retries
                     try:
@@ -131,6 +134,8 @@ def _appender(kind: str, uri: str, appends: int, w: int, q) -> None:
             from tessera.catalog import Table
 
             t = Table.open(uri)
+            q.put("ready")
+            go.wait()
             for _ in range(appends):
                 t.append(rows)
         q.put((w, errors, None))
@@ -139,8 +144,10 @@ def _appender(kind: str, uri: str, appends: int, w: int, q) -> None:
 
 
 def bench_concurrent(work: str, writers: int, appends: int) -> dict[str, tuple[float, int]]:
-    """``writers`` processes x ``appends`` appends on one table: wall time and the
-    errors that reached the caller (pylance's are retried by the bench)."""
+    """``writers`` processes x ``appends`` appends on one table: wall time from a
+    common start (each process has imported its library and opened the table)
+    to the last append, and the errors that reached the caller (pylance's are
+    retried by the bench)."""
     import multiprocessing as mp
 
     import lance
@@ -156,12 +163,17 @@ def bench_concurrent(work: str, writers: int, appends: int) -> dict[str, tuple[f
             lance.write_dataset(seed, uri)
         else:
             Table.create(uri, seed)
-        q = ctx.Queue()
-        procs = [ctx.Process(target=_appender, args=(kind, uri, appends, w, q)) for w in range(writers)]
+        q, go = ctx.Queue(), ctx.Event()
+        procs = [ctx.Process(target=_appender, args=(kind, uri, appends, w, q, go)) for w in range(writers)]
         for p in procs:
             p.start()
-        # start together: each child reports once done; time from the first start to the last report
+        for _ in procs:  # every process has imported its library and opened the table
+            ready = q.get(timeout=300)
+            if ready != "ready":
+                raise RuntimeError(f"{kind}: {ready}")
+        # all start together: time from the go to the last one done
         t0 = time.perf_counter()
+        go.set()
         results = [q.get(timeout=900) for _ in procs]
         wall = time.perf_counter() - t0
         for p in procs:
@@ -240,10 +252,6 @@ def main() -> None:
         print(f"{name:14} {med * 1e3:8.2f} {p90 * 1e3:8.2f} {med / base:6.2f}x")
 
 
-if __name__ == "__main__":
-    main()
-
-
 def local_suite(n: int) -> None:
     work = tempfile.mkdtemp(prefix="tessera-bench-commit-")
     try:
@@ -263,3 +271,7 @@ def local_suite(n: int) -> None:
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -134,3 +134,26 @@ def test_contention_budget_is_shared_by_rerun_and_rebase(tmp_path):
     with pytest.raises(E.TooMuchContentionError):
         t.delete("i = 0")
     assert time.monotonic() - start < 2.0
+
+
+def test_waits_after_a_lost_race_are_short_jitter_growing_linearly():
+    """A loser has already rebased on the winner: it waits a short uniform
+    jitter, [0, base * max(1, attempt / 2)), capped at max_delay, never an
+    exponential backoff (which left 4 appending processes idle most of the time)."""
+    from tenacity import RetryCallState
+
+    from tessera.commit.retry import _ContentionWait
+
+    wait = _ContentionWait(0.01, 0.05)
+
+    def waits(attempt: int) -> list[float]:
+        state = RetryCallState(None, None, (), {})
+        state.attempt_number = attempt
+        return [wait(state) for _ in range(2000)]
+
+    for attempt, top in ((1, 0.01), (2, 0.01), (4, 0.02), (8, 0.04), (30, 0.05), (1000, 0.05)):
+        got = waits(attempt)
+        assert 0 <= min(got) and max(got) <= top, (attempt, max(got))
+        assert max(got) > 0.8 * top  # it does spread over the whole range
+    policy = RetryPolicy(base_delay=0.01, max_delay=0.05)
+    assert isinstance(policy.retrying(ValueError).wait, _ContentionWait)
