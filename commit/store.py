@@ -32,16 +32,21 @@ def latest_version(store: ObjectStore) -> int:
 
 def load_manifest(store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
     """The manifest of ``version`` (default: the latest), parsed and checked."""
-    versions, _ = list_versions(store)
-    if not versions:
-        raise TableNotFoundError(f"no Lance table at {store.uri} (no manifests under _versions/)")
-    if version is None:
-        version = max(versions)
-    name = versions.get(version)
-    if name is None:
-        raise VersionNotFoundError(
-            f"version {version} of {store.uri} does not exist (versions {min(versions)}..{max(versions)})"
-        )
+    name: str | None
+    if version is None:  # the latest: found without parsing every name
+        latest = mf.latest_manifest(store.list(paths.VERSIONS_DIR))
+        if latest is None:
+            raise TableNotFoundError(f"no Lance table at {store.uri} (no manifests under _versions/)")
+        version, name, _ = latest
+    else:
+        versions, _ = list_versions(store)
+        if not versions:
+            raise TableNotFoundError(f"no Lance table at {store.uri} (no manifests under _versions/)")
+        name = versions.get(version)
+        if name is None:
+            raise VersionNotFoundError(
+                f"version {version} of {store.uri} does not exist (versions {min(versions)}..{max(versions)})"
+            )
     path = paths.version_path(name)
     try:
         data = store.read(path)

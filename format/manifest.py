@@ -109,6 +109,33 @@ def scan_versions(names: Iterable[str]) -> tuple[dict[int, str], NamingScheme | 
     return versions, (schemes.pop() if schemes else None)
 
 
+_V2_NAME_LEN = 20 + len(".manifest")
+
+
+def latest_manifest(names: list[str]) -> tuple[int, str, NamingScheme] | None:
+    """(version, name, scheme) of the newest manifest among the names of
+    ``_versions/`` (None: none), as :func:`scan_versions` would find it
+    (MixedNamingError alike), without parsing every name: V2 names are all
+    29 characters long and sort newest first, so when no name can be a V1
+    manifest the smallest V2-long name that parses is the latest.  Anything
+    else (V1 names present) takes the full scan."""
+    v2 = [n for n in names if len(n) == _V2_NAME_LEN]
+    maybe_v1 = [n for n in names if len(n) < _V2_NAME_LEN and n.endswith(".manifest")]
+    if maybe_v1 and any(parse_manifest_name(n) for n in maybe_v1):
+        versions, scheme = scan_versions(names)
+        if not versions:
+            return None
+        latest = max(versions)
+        assert scheme is not None  # versions were found
+        return latest, versions[latest], scheme
+    v2.sort()
+    for name in v2:
+        parsed = parse_manifest_name(name)
+        if parsed is not None and parsed[0] >= 1:
+            return parsed[0], name, parsed[1]
+    return None
+
+
 def check_flags(manifest: table_pb2.Manifest, writing: bool) -> None:
     """Refuse manifests whose feature flags we do not understand."""
     unknown = manifest.reader_feature_flags & ~KNOWN_READER_FLAGS

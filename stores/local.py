@@ -242,8 +242,20 @@ class LocalObjectStore:
         or tearing harms nothing (``latest_version_hint.json``: pylance and
         Tessera both decide the latest version by listing ``_versions/``)."""
         try:
-            with open(self._full(path), "wb") as f:
-                f.write(data)
+            # written over the old bytes in place: truncating an existing file to
+            # rewrite it makes ext4 flush it on close (auto_da_alloc), 15x slower
+            full, flags = self._full(path), os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+            try:
+                fd = os.open(full, flags, 0o644)
+            except FileNotFoundError:
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                fd = os.open(full, flags, 0o644)
+            try:
+                os.pwrite(fd, data, 0)
+                if os.fstat(fd).st_size > len(data):  # rare (a hint for a smaller version): drop the rest
+                    os.ftruncate(fd, len(data))
+            finally:
+                os.close(fd)
         except OSError as exc:
             typed = self._typed(exc, path, writing=True)
             if typed is None:

@@ -120,6 +120,17 @@ class _Sizer:
         return sizes
 
     def sizes(self, p: _Plan):
+        """(levels, header bytes, value buffer sizes, total bytes) of each chunk of
+        ``p``; the last plan's answer is kept (planning, the limit check and the
+        serializer all ask for the final plan's)."""
+        last = getattr(self, "_last", None)
+        if last is not None and last[0] is p:
+            return last[1]
+        out = self._sizes(p)
+        self._last = (p, out)
+        return out
+
+    def _sizes(self, p: _Plan):
         nl = (p.le - p.ls) if (self.has_rep or self.has_def) else np.zeros(len(p.vs), dtype=np.int64)
         hdr = 2 + 2 * self.has_rep + 2 * self.has_def + self.nbuf * (4 if self.large else 2)
         bufs = self.buffer_sizes(p.vs, p.ve)

@@ -147,3 +147,16 @@ def test_the_final_manifest_is_the_staged_file_linked(tmp_path):
     assert len(finals) == 2
     assert os.stat(versions / finals[0]).st_nlink == 1  # the staged name is gone
     assert Table.open(uri, commit_store=store, version=2).count_rows() == 2 * ROWS.num_rows
+
+
+def test_the_hint_is_rewritten_in_place_and_says_the_latest(tmp_path):
+    store = LocalObjectStore(str(tmp_path))
+    store.put_advisory("_versions/latest_version_hint.json", b'{"version":100}')
+    store.put_advisory("_versions/latest_version_hint.json", b'{"version":9}')  # shorter: no stale tail
+    assert store.read("_versions/latest_version_hint.json") == b'{"version":9}'
+    uri = str(tmp_path / "t")
+    t = Table.create(uri, ROWS)
+    for _ in range(10):
+        t.append(ROWS)
+    with open(os.path.join(uri, "_versions", "latest_version_hint.json"), "rb") as f:
+        assert f.read() == b'{"version":11}'

@@ -74,3 +74,34 @@ def test_pack_matches_the_row_by_row_definition(bits):
         want = words.astype(dtype.newbyteorder("<")).tobytes()
         assert fastlanes.pack(v, width) == want, width
         assert np.array_equal(fastlanes.unpack(want, width, bits, 2), v if width else np.zeros_like(v))
+
+
+def _brute_latest(names):
+    versions, scheme = scan_versions(names)
+    return (max(versions), versions[max(versions)], scheme) if versions else None
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        [],
+        ["latest_version_hint.json"],
+        [manifest_name(v) for v in range(1, 40)],
+        [manifest_name(v) for v in (3, 1, 2)] + ["latest_version_hint.json", manifest_name(9) + "-0f3c"],
+        [manifest_name(v) for v in (1, 2)] + ["d9223372036854775809.manifest", "x" * 20 + ".manifest"],
+        [manifest_name(v, NamingScheme.V1) for v in range(1, 12)] + ["latest_version_hint.json"],
+        ["１.manifest", manifest_name(4)],  # not a V1 name: the V2 fast path stays right
+        [manifest_name(2**63, NamingScheme.V2), manifest_name(5)],
+    ],
+)
+def test_latest_manifest_agrees_with_a_full_scan(names):
+    from tessera.format.manifest import latest_manifest
+
+    assert latest_manifest(names) == _brute_latest(names)
+
+
+def test_latest_manifest_refuses_mixed_naming():
+    from tessera.format.manifest import latest_manifest
+
+    with pytest.raises(MixedNamingError):
+        latest_manifest([manifest_name(1, NamingScheme.V1), manifest_name(2, NamingScheme.V2)])
