@@ -36,6 +36,12 @@ Options (keys are case-insensitive, values strings):
 ``pushdown``              read: ``true``/``false`` (default ``false``); ``true``
                           is refused with :class:`SparkOptionError` on every
                           PySpark with filter pushdown so far, see below
+``filter``                read: a SQL filter (``Table.scanner``'s) the source
+                          applies itself: the DataFrame holds only the rows it
+                          matches, and the table's zone maps skip the files and
+                          row ranges that cannot (the way to prune from Spark
+                          while pushdown is refused; it is part of the
+                          DataFrame's options, so every query sees it)
 ``batch_rows``            read: rows per Arrow batch (65536)
 ``min_partitions``        read: tasks to aim for at least (default: the
                           session's default parallelism, see :func:`register`)
@@ -105,7 +111,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - pyspark is an optional dependency
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
-from tessera.catalog.errors import SparkOptionError, UnknownColumnError
+from tessera.catalog.errors import SparkOptionError, TesseraError, UnknownColumnError
 
 log = logging.getLogger(__name__)
 
@@ -344,6 +350,22 @@ class TesseraDataSource(DataSource):
             raise UnknownColumnError(f"option columns names {unknown or 'nothing'}; the table has {names}")
         return cols
 
+    def _filter(self, table) -> str | None:
+        """The ``filter`` option, checked against the table's schema (a typed
+        error naming the option at load, not a task failure later)."""
+        raw = self.options.get("filter")
+        if raw is None:
+            return None
+        if not raw.strip():
+            raise SparkOptionError('option filter is empty; give a SQL filter such as "ts >= 100" or drop it')
+        from tessera.catalog import predicate
+
+        try:
+            predicate.to_expression(raw, table.schema)
+        except TesseraError as exc:
+            raise SparkOptionError(f"option filter {raw!r}: {exc}") from exc
+        return raw
+
     def schema(self):
         from pyspark.sql.types import StructType
 
@@ -351,6 +373,7 @@ class TesseraDataSource(DataSource):
 
         self._pushdown()  # an option refused fails at load(), not at the first query
         table = self._open()
+        self._filter(table)
         full = spark_schema_of(table.schema)
         return StructType([full[c] for c in self._columns(full.fieldNames())])
 
@@ -390,6 +413,7 @@ class TesseraDataSource(DataSource):
                 rows_per_partition=_int_option(o, "rows_per_partition", None),
             ),
             read_stats_dir=o.get("read_stats_dir") or None,
+            filter_sql=self._filter(table),
         )
         cls = TesseraFilteringReader if pushdown else TesseraReader
         # the index section: pushed filters prune with the version's zone maps at planning

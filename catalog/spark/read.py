@@ -178,6 +178,9 @@ class ReadPlan:
     pushed: list[Pushed] = field(default_factory=list)
     #: option ``read_stats_dir``: where each task writes what it read (a JSON file)
     read_stats_dir: str | None = None
+    #: option ``filter``: a SQL filter applied exactly to every row read, and
+    #: whose range terms prune with the zone maps at planning
+    filter_sql: str | None = None
 
     def fields(self) -> list[lschema.LanceField]:
         return lschema.fields_from_protos(file_pb2.Field.FromString(b) for b in self.field_protos)
@@ -202,7 +205,7 @@ class TesseraReader(DataSourceReader):
     def partitions(self):
         p = self.plan
         frags = [table_pb2.DataFragment.FromString(b) for b in self._fragments]
-        ranges = self._zone_ranges(frags) if p.pushed else None
+        ranges = self._zone_ranges(frags) if p.pushed or p.filter_sql else None
         tasks = plan_partitions(frags, p.sizing, ranges)
         data = {i: frags[i].SerializeToString() for task in tasks for i, _, _ in task}
         # the reader is pickled to every task next: partitions carry their own fragments
@@ -216,6 +219,10 @@ class TesseraReader(DataSourceReader):
 
         p = self.plan
         terms = range_terms_of(p.pushed, p.arrow_schema())
+        if p.filter_sql:
+            from tessera.catalog.predicate import range_terms
+
+            terms = [*terms, *range_terms(p.filter_sql, p.arrow_schema())]
         if not terms or not self._index_section:
             return None
         store = open_object_store(p.uri, p.storage_options)
@@ -306,8 +313,14 @@ def read_ranges(
     missing = [c for c in plan.columns if c not in by_name]
     if missing:
         raise UnknownColumnError(f"{plan.uri} version {plan.version} has no columns {missing}")
-    filter_cols = sorted({p.column for p in plan.pushed}, key=list(by_name).index)
+    wanted = {p.column for p in plan.pushed}
     expr = None
+    if plan.filter_sql:
+        from tessera.catalog import predicate
+
+        expr = predicate.to_expression(plan.filter_sql, schema)
+        wanted |= predicate.referenced_columns(plan.filter_sql, schema)
+    filter_cols = sorted(wanted, key=list(by_name).index)
     for p in plan.pushed:
         e = p.expression(schema.field(p.column).type)
         expr = e if expr is None else expr & e

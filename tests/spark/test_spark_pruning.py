@@ -188,3 +188,34 @@ def test_the_planner_prunes_fragments_into_fewer_tasks(spark, pushdown_probe, so
     assert parts("key >= 190000") == 1
     assert parts("key IN (5, 105000)") == 2
     assert parts("key < 0") == 1  # no fragment: Spark's empty stand-in partition
+
+
+def test_the_filter_option_prunes_without_pushdown(spark, sorted_table, lance, tmp_path):
+    """``option("filter", sql)`` on the plain source: the DataFrame is the
+    table's matching rows, so every query of it (count, collect, a self-union)
+    answers for them; the zone maps leave at most 2 fragments to read."""
+    from pyspark.errors import PySparkException
+
+    from tessera.catalog.errors import SparkOptionError
+
+    uri, data = sorted_table
+    _index(lance, uri, "key")
+    lo = ROWS // 2 + 777
+    hi = lo + ROWS // 100
+    where = f"key >= {lo} AND key < {hi} AND opt IS NOT NULL"
+    folder = str(tmp_path / "stats")
+    df = _load(spark, "tessera", uri, folder, filter=where)
+    want = data.filter((pc.field("key") >= lo) & (pc.field("key") < hi) & pc.field("opt").is_valid())
+    assert df.count() == want.num_rows
+    stats = _task_stats(folder)
+    assert stats["fragments"] <= 2 and stats["rows"] < ROWS // 50, stats
+    rows = sorted(df.collect(), key=lambda r: r.key)
+    assert [r.key for r in rows] == want.column("key").to_pylist()
+    assert [r.payload for r in rows] == want.column("payload").to_pylist()
+    assert df.union(df).count() == 2 * want.num_rows  # both scans of the DataFrame are filtered
+    assert df.filter("key % 2 = 0").count() == sum(k % 2 == 0 for k in want.column("key").to_pylist())
+    plain = _load(spark, "tessera", uri).filter(where)  # Spark filtering a full read: the same rows
+    assert sorted(r.key for r in plain.collect()) == [r.key for r in rows]
+    for bad in ("no_such_column > 1", "key >>> 3", "   "):
+        with pytest.raises((SparkOptionError, PySparkException), match="option filter"):
+            _load(spark, "tessera", uri, filter=bad).schema  # noqa: B018 - load() plans the schema
