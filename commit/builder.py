@@ -15,6 +15,15 @@ from tessera.format.protos import rowids_pb2, table_pb2, transaction_pb2
 
 from .errors import CommitError, IndexReplacedError
 
+#: whether commits also write the transaction to ``_transactions/{read_version}-{uuid}.txn``.
+#: No: every manifest Tessera writes carries its transaction inline (Manifest field 23),
+#: which is what Tessera's own rebase reads, and pylance 14 rebases its concurrent
+#: commits over Tessera's from the inline copy too (a stale pylance delete over a
+#: Tessera delete of the same fragment keeps both rows deleted:
+#: tests/catalog/test_table_interop.py); the file cost a write and an fsync (a PUT
+#: on S3) per commit and nothing read it.
+TRANSACTION_FILES = False
+
 WRITER_LIBRARY = "tessera"
 WRITER_VERSION = "0.1.0"
 
@@ -171,7 +180,8 @@ def build_manifest(
         m.ClearField("max_fragment_id")
     if stable:
         m.next_row_id = assign.next_row_id
-    m.transaction_file = mf.transaction_file_name(txn.read_version, txn.uuid)
+    # the transaction travels inline in the manifest only (TRANSACTION_FILES)
+    m.transaction_file = mf.transaction_file_name(txn.read_version, txn.uuid) if TRANSACTION_FILES else ""
     for k, v in (identity or {}).items():
         m.config[k] = v
     mf.compute_flags(m, stable)

@@ -30,7 +30,7 @@ from tessera.stores.object_store import ObjectStore
 
 from . import conflicts
 from . import store as tstore
-from .builder import build_index_section, build_manifest
+from .builder import TRANSACTION_FILES, build_index_section, build_manifest
 from .errors import BaseVersionGoneError, CommitConflictError, IncompatibleTransactionError, TooMuchContentionError
 from .handlers import CommitHandler, NativeCommitHandler
 from .lineage import fingerprint
@@ -102,7 +102,8 @@ def commit_transaction(
             restore_from,
             version=cur.version if cur else 0,
         )
-        store.put(txn_path, txn.SerializeToString())
+        if TRANSACTION_FILES:
+            store.put(txn_path, txn.SerializeToString())
         data = mf.write_manifest(manifest, txn, index)
         try:
             handler.commit(store, target, data, scheme, txn.uuid, cur, deadline)

@@ -41,6 +41,7 @@ from tessera.stores.object_store import ObjectStore
 
 from . import faults
 from . import store as tstore
+from .builder import TRANSACTION_FILES
 from .errors import CommitConflictError, CommitOutcomeUnknownError, PartialTransactionError
 from .handlers import ExternalCommitHandler
 from .retry import DEFAULT_POLICY, RetryPolicy
@@ -78,10 +79,8 @@ def commit_many(ms: MultiTableStore, versions: list[TableVersion], policy: Retry
     deadline = policy.deadline()
     records: list[VersionRecord] = []
     for v in versions:
-        v.store.put(
-            paths.new_transaction_path(v.txn.read_version, v.txn.uuid),
-            v.txn.SerializeToString(),
-        )
+        if TRANSACTION_FILES:  # else the transaction is inline in the manifest only
+            v.store.put(paths.new_transaction_path(v.txn.read_version, v.txn.uuid), v.txn.SerializeToString())
         records.append(v.handler.stage(v.store, v.version, v.data, v.scheme, v.txn.uuid))
     _reserve_all(ms, versions, records, policy, deadline)
     faults.point(faults.RESERVED)

@@ -195,3 +195,32 @@ def test_tags_visible_to_pylance(lance, tmp_path):
     assert Table.open(path, version="second").count_rows() == 15
     t.tags.delete("first")
     assert "first" not in lance.dataset(path).tags.list()
+
+
+def test_pylance_rebases_over_tessera_commits_from_the_inline_transaction(lance, tmp_path):
+    """Tessera writes no ``_transactions/`` file: its manifests carry the
+    transaction inline.  pylance writers holding an older version must still
+    rebase over Tessera's commits with the right semantics, which needs
+    Tessera's transaction: a stale pylance delete over a Tessera delete of the
+    same fragment keeps both deletions; a stale pylance append over a Tessera
+    overwrite is refused, not merged into the new table."""
+    uri = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"i": pa.array(range(10), pa.int64())}), uri)
+    stale = lance.dataset(uri)  # version 1
+    t = Table.open(uri)
+    t.append(pa.table({"i": pa.array([100, 101], pa.int64())}))
+    assert t.manifest.transaction_file == "" and t._mfile.transaction is not None
+    assert [n for n in os.listdir(os.path.join(uri, "_transactions")) if n.startswith("1-")] == []  # pylance's only
+    stale.delete("i = 3")  # rebased over Tessera's append
+    stale = lance.dataset(uri)
+    t = Table.open(uri)
+    t.delete("i = 5")  # same fragment as the next pylance delete
+    stale.delete("i = 6")
+    want = [0, 1, 2, 4, 7, 8, 9, 100, 101]
+    assert sorted(lance.dataset(uri).to_table().column("i").to_pylist()) == want
+    assert sorted(Table.open(uri).to_arrow().column("i").to_pylist()) == want
+    stale = lance.dataset(uri)
+    Table.open(uri).overwrite(pa.table({"i": pa.array([-1], pa.int64())}))
+    with pytest.raises(OSError, match="(?i)conflict|overwrite|retryable|commit"):
+        stale.insert(pa.table({"i": pa.array([7777], pa.int64())}))
+    assert sorted(lance.dataset(uri).to_table().column("i").to_pylist()) in ([-1], [-1, 7777])

@@ -5,8 +5,8 @@ every wrapped call goes through to the real file system.
 
 What one append must make durable before it is acknowledged, and nothing more:
   data file         created in place under its unique name, fsynced   (1)
-  transaction file  created in place under its unique name, fsynced   (1)
   manifest          staged and fsynced, hard-linked to its final name (1)
+                    (the transaction is inline in it: no _transactions/ file)
   _versions/        fsynced after the link (the name is durable)      (1)
 The hint file is rewritten without an fsync (advisory: pylance and Tessera
 decide the latest version by listing ``_versions/``).
@@ -83,14 +83,12 @@ ROWS = pa.table({"i": pa.array(range(100), pa.int64()), "s": [f"row-{i}" for i i
 # the commit itself, the same for a held handle and a fresh one
 NATIVE_COMMIT = [
     ("open_output", "data"),
-    ("put", "txn"),
     ("read_tail", "manifest"),  # the base manifest's end, re-read: a table dropped and recreated is refused
     ("put_if_not_exists", "manifest"),  # staged + fsync, link, directory fsync
     ("put_advisory", "hint"),
 ]
 EXTERNAL_COMMIT = [
     ("open_output", "data"),
-    ("put", "txn"),
     ("put", "staged"),  # the staged manifest the store's row points at
     ("link_if_not_exists", "staged->manifest"),  # the final name, create-only, without a second write
     ("delete", "staged"),
@@ -98,7 +96,7 @@ EXTERNAL_COMMIT = [
 ]
 
 
-def test_a_native_append_makes_four_fsyncs(tmp_path, counted):
+def test_a_native_append_makes_three_fsyncs(tmp_path, counted):
     calls, fsyncs = counted
     uri = str(tmp_path / "t")
     Table.create(uri, ROWS)
@@ -108,15 +106,15 @@ def test_a_native_append_makes_four_fsyncs(tmp_path, counted):
     calls.clear(), fsyncs.clear()
     held.append(ROWS)
     assert calls == NATIVE_COMMIT
-    assert len(fsyncs) == 4
+    assert len(fsyncs) == 3
     calls.clear(), fsyncs.clear()
     Table.open(uri).append(ROWS)  # by path: one listing and one manifest read more
     assert calls == [("list", "_versions"), ("read", "manifest"), *NATIVE_COMMIT]
-    assert len(fsyncs) == 4
+    assert len(fsyncs) == 3
     assert Table.open(uri).count_rows() == 6 * ROWS.num_rows
 
 
-def test_an_external_store_append_makes_four_fsyncs(tmp_path, counted):
+def test_an_external_store_append_makes_three_fsyncs(tmp_path, counted):
     calls, fsyncs = counted
     uri, store = str(tmp_path / "t"), f"sqlite:///{tmp_path}/commits.db"
     Table.create(uri, ROWS, commit_store=store)
@@ -125,13 +123,13 @@ def test_an_external_store_append_makes_four_fsyncs(tmp_path, counted):
     calls.clear(), fsyncs.clear()
     held.append(ROWS)
     assert calls == EXTERNAL_COMMIT
-    assert len(fsyncs) == 4  # data, transaction, staged manifest, _versions/ after the link
+    assert len(fsyncs) == 3  # data, staged manifest, _versions/ after the link
     calls.clear(), fsyncs.clear()
     Table.open(uri, commit_store=store).append(ROWS)
     # by path: the store's latest row names the manifest; the version after it is
     # looked for first (a writer outside the store, e.g. pylance, is adopted)
     assert calls == [("read", "manifest"), ("read", "manifest"), *EXTERNAL_COMMIT]
-    assert len(fsyncs) == 4
+    assert len(fsyncs) == 3
     t = Table.open(uri, commit_store=store)
     assert t.count_rows() == 4 * ROWS.num_rows
     assert not [n for n in os.listdir(tmp_path / "t" / "_versions") if ".manifest-" in n]  # no staged file left
