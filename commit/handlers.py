@@ -715,6 +715,7 @@ def _foreign_id(data: bytes) -> str:
     """An id for a foreign manifest that names no transaction (content hash)."""
     return "foreign-" + hashlib.sha256(data).hexdigest()[:40]
 
+
 def _create_final(store: ObjectStore, staged: str, final: str, data: bytes) -> None:
     """Create ``final`` holding ``data`` (create-only; AlreadyExistsError when taken).
     A local store links the staged file (``data``, already written and fsynced)
