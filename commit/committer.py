@@ -73,9 +73,11 @@ def commit_transaction(
     policy = policy or handler.policy or DEFAULT_POLICY
     deadline = deadline if deadline is not None else policy.deadline()
     op = txn.WhichOneof("operation")
+    if base is not None:
+        # first: binding reads what the base records (incarnation, a probe verdict) that the store check uses
+        handler.bind(base.manifest, store.uri)
     handler.check_store(store)  # before anything is written
     if base is not None:
-        handler.bind(base.manifest, store.uri)
         # the base's own file name tells the table's scheme (one LIST fewer per commit on S3)
         scheme = base.naming or tstore.list_versions(store)[1] or naming or mf.NamingScheme.V2
     else:

@@ -49,6 +49,7 @@ from tessera.stores.errors import (
 )
 from tessera.stores.manifest_store import ManifestStore, VersionRecord
 from tessera.stores.object_store import ObjectStore
+from tessera.stores.probe import CONFIG_CONDITIONAL_PUT, probe_conditional_put, verdict_record
 
 from . import faults
 from . import store as tstore
@@ -200,16 +201,22 @@ class NativeCommitHandler:
         self.policy = policy or DEFAULT_POLICY
         self.incarnation = uuid.uuid4().hex
         self.bound = False
+        #: the bound manifest's recorded probe verdict, and the one this writer's manifests record
+        self.put_recorded: str | None = None
+        self.put_record: str | None = None
 
     def check_store(self, store: ObjectStore) -> None:
         """An object store's conditional put is trusted only once it has been
-        seen refusing a second write (the verdict is cached per endpoint and bucket)."""
+        seen refusing a second write: by this process (the verdict is cached per
+        endpoint and bucket), or by the writer whose verdict the table's
+        manifest records for this endpoint and bucket (see :mod:`stores.probe`)."""
         if getattr(store, "probe_scope", None) is not None:
-            from tessera.stores.probe import probe_conditional_put
-
-            probe_conditional_put(store)
+            probe_conditional_put(store, self.put_recorded)
+            self.put_record = verdict_record(store, self.put_recorded)
 
     def config(self) -> dict[str, str]:
+        if self.put_record:
+            return {CONFIG_INCARNATION: self.incarnation, CONFIG_CONDITIONAL_PUT: self.put_record}
         return {CONFIG_INCARNATION: self.incarnation}
 
     def bind(self, manifest: table_pb2.Manifest, uri: str) -> None:
@@ -220,6 +227,7 @@ class NativeCommitHandler:
                 "commits natively; mixing coordinators loses commits. Open it with commit_store=<that store's URL>."
             )
         _bind_incarnation(self, manifest, uri)
+        self.put_recorded = manifest.config.get(CONFIG_CONDITIONAL_PUT) or None
 
     def check_lineage(self, manifest: table_pb2.Manifest, uri: str) -> None:
         _bind_incarnation(self, manifest, uri)

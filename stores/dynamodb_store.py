@@ -1,4 +1,4 @@
-"""DynamoDB manifest store (boto3).
+"""DynamoDB manifest store (botocore).
 
 The table has HASH key ``table_key`` (S, the normalised full table URI,
 bucket included) and RANGE key ``version`` (N); items carry path, size,
@@ -16,6 +16,13 @@ through :func:`stores.dynamodb_table.ensure_table`.  Lance's own external-manife
   are retried.  Version 1 (no predecessor) uses a conditional ``PutItem``.
 * ``flip`` is ``UpdateItem SET path = :final`` with ``path = :staged``.
 * Reads are strongly consistent.
+* Opening a store (``from_url``) checks the table with ``DescribeTable`` once
+  per process per table, endpoint and region, and reads the store item (its
+  layout and id) each time; the client is shared by the process
+  (:func:`stores.dynamodb_table.make_client`).  So ``Table.open`` with a
+  store URL costs a ``GetItem`` (the store item, which also gives the store
+  id the table's manifest is checked against) and the ``Query`` of the
+  table's latest row, plus ``DescribeTable`` the first time in a process.
 
 botocore's own retries are off: a retried write whose first attempt landed
 would otherwise look like someone else's win.  This store retries only what
@@ -57,6 +64,7 @@ import logging
 import os
 import random
 import re
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -81,6 +89,7 @@ from .dynamodb_table import (  # noqa: F401 - re-exported for callers of the sto
     PROVISION_HINT,
     STORE_ITEM_KEY,
     ensure_table,
+    is_shared,
     key_schema_problem,
     make_client,
 )
@@ -132,6 +141,11 @@ _DEFAULTS: dict[str, Any] = {
     "connect_timeout": 2.0,
     "max_attempts": 8,
 }
+
+
+#: identities of the tables this process found usable (DescribeTable is sent once per process and table)
+_described: set[str] = set()
+_described_lock = threading.Lock()
 
 
 def _record(item: dict[str, Any]) -> VersionRecord:
@@ -479,19 +493,33 @@ class DynamoDBManifestStore:
         """DescribeTable: the table must exist, be usable and have the
         (table_key S, version N) key schema, names and attribute types; the
         store item, when present, must record this layout
-        (StoreSchemaError / StoreUnavailableError otherwise)."""
-        desc = self._call("describe_table", TableName=self._table)["Table"]
-        problem = key_schema_problem(desc)
-        if problem:
-            raise StoreSchemaError(f"DynamoDB table {self._table} at {self._identity} {problem}")
-        if desc.get("TableStatus") not in ("ACTIVE", "UPDATING"):
-            raise StoreUnavailableError(f"DynamoDB table {self._table} is {desc.get('TableStatus')}")
+        (StoreSchemaError / StoreUnavailableError otherwise).
+
+        A table found usable is not described again by this process (a key
+        schema cannot change; a table deleted since fails its next request
+        with StoreSchemaError).  The store item is read on every check, and
+        its id kept: :meth:`store_id` then needs no request of its own."""
+        with _described_lock:
+            described = self._identity in _described
+        if not described:
+            desc = self._call("describe_table", TableName=self._table)["Table"]
+            problem = key_schema_problem(desc)
+            if problem:
+                raise StoreSchemaError(f"DynamoDB table {self._table} at {self._identity} {problem}")
+            if desc.get("TableStatus") not in ("ACTIVE", "UPDATING"):
+                raise StoreUnavailableError(f"DynamoDB table {self._table} is {desc.get('TableStatus')}")
+            with _described_lock:
+                _described.add(self._identity)
         item = self._store_item()
         if item is not None:
             self._check_store_item(item)
+            self._store_id = item["store_id"]["S"]
 
     def close(self) -> None:
-        """Close the client's connection pool."""
+        """Close the client's connection pool, unless the client is the
+        process's shared one (:func:`make_client`), which other stores use."""
+        if is_shared(self._client):
+            return
         try:
             self._client.close()
         except AttributeError:  # pragma: no cover - very old botocore

@@ -1,8 +1,8 @@
 """The DynamoDB table behind :class:`~stores.dynamodb_store.DynamoDBManifestStore`:
 its key schema, an idempotent :func:`ensure_table` (used by
 ``deploy/provision_dynamodb.py`` and ``from_url(create=True)``), and the
-client every caller builds (:func:`make_client`: botocore retries off, short
-timeouts).
+client every caller uses (:func:`make_client`: botocore retries off, short
+timeouts; one per process per region, endpoint, credentials and timeouts).
 
 Besides the version rows, the table holds one item describing the store
 itself, under :data:`STORE_ITEM_KEY` (``table_key`` ``tessera#store``,
@@ -19,11 +19,10 @@ import threading
 import time
 from typing import Any
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import ClientError, NoRegionError
+from botocore.exceptions import ClientError
 
 from .errors import InvalidURIError, StoreSchemaError, StoreUnavailableError
+from .s3_options import aws_session
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +119,8 @@ def ensure_table(
     return created
 
 
-_sessions: dict[str | None, boto3.session.Session] = {}
-_sessions_lock = threading.Lock()
+_clients: dict[tuple[Any, ...], Any] = {}
+_clients_lock = threading.Lock()
 
 
 def make_client(
@@ -136,21 +135,39 @@ def make_client(
     read_timeout: float = 10.0,
 ) -> Any:
     """A DynamoDB client with botocore retries off and short timeouts.
-    Sessions are cached per profile (loading botocore's service models is the
-    slow part of creating a client); explicit credentials go to the client."""
-    config = Config(
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        retries={"total_max_attempts": 1, "mode": "standard"},
-        tcp_keepalive=True,
-        max_pool_connections=64,
+
+    Made once per process per set of arguments (region, endpoint, credentials,
+    profile, timeouts) and shared (botocore clients are thread-safe), from the
+    process's botocore session (:func:`stores.s3_options.aws_session`, shared
+    with S3): building a client loads botocore's service model, the slow part.
+    A shared client stays usable after ``close()`` (botocore reopens its
+    connection pool), so a caller that closes it harms no one."""
+    key = (
+        region,
+        endpoint_url,
+        aws_access_key_id,
+        aws_secret_access_key,
+        aws_session_token,
+        profile_name,
+        connect_timeout,
+        read_timeout,
     )
-    try:
-        with _sessions_lock:
-            session = _sessions.get(profile_name)
-            if session is None:
-                session = _sessions[profile_name] = boto3.session.Session(profile_name=profile_name)
-            return session.client(
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is not None:
+            return client
+        from botocore.config import Config
+        from botocore.exceptions import NoRegionError, ProfileNotFound
+
+        config = Config(
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            tcp_keepalive=True,
+            max_pool_connections=64,
+        )
+        try:
+            client = aws_session(profile_name).create_client(
                 "dynamodb",
                 region_name=region,
                 endpoint_url=endpoint_url,
@@ -159,7 +176,19 @@ def make_client(
                 aws_session_token=aws_session_token,
                 config=config,
             )
-    except NoRegionError:
-        raise InvalidURIError("no AWS region: pass region= or set AWS_REGION") from None
-    except ValueError as exc:
-        raise InvalidURIError(f"bad DynamoDB endpoint or region: {exc}") from None
+        except NoRegionError:
+            raise InvalidURIError("no AWS region: pass region= or set AWS_REGION") from None
+        except ProfileNotFound as exc:
+            raise StoreUnavailableError(f"AWS profile {profile_name!r} is not configured: {exc}") from None
+        except ValueError as exc:
+            raise InvalidURIError(f"bad DynamoDB endpoint or region: {exc}") from None
+        if len(_clients) >= 64:
+            _clients.pop(next(iter(_clients)))
+        _clients[key] = client
+        return client
+
+
+def is_shared(client: Any) -> bool:
+    """Whether ``client`` is one :func:`make_client` shares in this process."""
+    with _clients_lock:
+        return any(c is client for c in _clients.values())

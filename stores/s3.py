@@ -10,9 +10,16 @@ AmbiguousStoreError whenever an earlier attempt may have landed.
 Not every S3-compatible store honours ``If-None-Match``; run
 :func:`stores.probe.probe_conditional_put` before trusting one.
 
-Clients are cached per set of options (boto3 clients are thread-safe), so
-opening many tables on one endpoint shares connection pools.  Credentials not
-given in ``storage_options`` are resolved by boto3 once per process and profile.
+Clients are made once per process per set of options (endpoint, region,
+credentials, timeouts; botocore clients are thread-safe), from the process's
+botocore session (:func:`stores.s3_options.aws_session`), so opening many
+tables on one endpoint shares connection pools and a new ``Table.open`` builds
+nothing.  Credentials not given in ``storage_options`` are resolved by
+botocore once per process and profile.  botocore is imported when the first
+S3 table is opened (this module is imported lazily by
+:func:`stores.object_store.open_object_store`), boto3 only for a server-side
+copy of an object over 5 GiB; the client of conditional creates is made on the
+first one.
 
 Timeouts.  The ``io_timeout`` storage option (alias ``read_timeout``;
 botocore's 60 s when not given) is botocore's ``read_timeout``: every wait for
@@ -50,7 +57,6 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO, TypeVar
 
-import boto3
 import botocore.exceptions as bexc
 from botocore.config import Config
 
@@ -60,6 +66,7 @@ from .errors import (
     AlreadyExistsError,
     AmbiguousStoreError,
     BucketNotFoundError,
+    ConditionalWriteUnsupportedError,
     InvalidStorageOptionError,
     InvalidURIError,
     ObjectNotFoundError,
@@ -67,7 +74,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .s3_io import BOTO_ERRORS, PART_SIZE, S3OutputStream, S3RangeReader
-from .s3_options import S3Options, parse_s3_uri
+from .s3_options import S3Options, aws_session, parse_s3_uri
 
 log = logging.getLogger(__name__)
 
@@ -88,22 +95,16 @@ _ACCESS = {
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 
 _lock = threading.Lock()
-_sessions: dict[str | None, boto3.session.Session] = {}
 _clients: dict[tuple[S3Options, bool], Any] = {}
 
 
 def _client_for(opts: S3Options, conditional: bool) -> Any:
-    """A cached boto3 S3 client; ``conditional`` ones never retry by themselves."""
+    """The process's S3 client for ``opts`` (made once, then shared: botocore
+    clients are thread-safe); ``conditional`` ones never retry by themselves."""
     with _lock:
         client = _clients.get((opts, conditional))
         if client is not None:
             return client
-        session = _sessions.get(opts.profile)
-        if session is None:
-            try:
-                session = _sessions[opts.profile] = boto3.session.Session(profile_name=opts.profile)
-            except bexc.ProfileNotFound as exc:
-                raise StoreUnavailableError(f"AWS profile {opts.profile!r} is not configured: {exc}") from exc
         retries: dict[str, Any] = {"mode": "standard"}
         if conditional:
             retries["total_max_attempts"] = 1
@@ -121,7 +122,7 @@ def _client_for(opts: S3Options, conditional: bool) -> Any:
         if opts.addressing_style is not None:
             cfg["s3"] = {"addressing_style": opts.addressing_style}
         try:
-            client = session.client(
+            client = aws_session(opts.profile).create_client(
                 "s3",
                 region_name=opts.region,
                 endpoint_url=opts.endpoint_url,
@@ -130,6 +131,8 @@ def _client_for(opts: S3Options, conditional: bool) -> Any:
                 aws_session_token=opts.session_token,
                 config=Config(**cfg),
             )
+        except bexc.ProfileNotFound as exc:
+            raise StoreUnavailableError(f"AWS profile {opts.profile!r} is not configured: {exc}") from exc
         except (bexc.InvalidRegionError, ValueError) as exc:
             raise InvalidStorageOptionError(f"cannot configure an S3 client from these storage options: {exc}") from exc
         if len(_clients) >= 64:
@@ -155,7 +158,7 @@ class S3ObjectStore:
         self.uri = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
         self.options = S3Options.from_mapping(storage_options)
         self._client = _client_for(self.options, conditional=False)
-        self._cond_client = _client_for(self.options, conditional=True)
+        self._cond: Any = None  # the conditional client, made on the first put-if-not-exists
         self.endpoint_url: str = self._client.meta.endpoint_url
         self.max_concurrency = max(1, max_concurrency)
         #: one request costs a round trip: readers fetch ahead and in parallel
@@ -168,6 +171,14 @@ class S3ObjectStore:
 
     def __repr__(self) -> str:
         return f"S3ObjectStore({self.uri!r}, endpoint={self.endpoint_url!r})"
+
+    @property
+    def _cond_client(self) -> Any:
+        """The client of conditional creates (botocore retries off), made on first use:
+        a process that only reads never builds it."""
+        if self._cond is None:
+            self._cond = _client_for(self.options, conditional=True)
+        return self._cond
 
     @property
     def probe_scope(self) -> tuple[str, str]:
@@ -385,7 +396,10 @@ class S3ObjectStore:
 
         Raises AlreadyExistsError when another object is there (412) or another
         conditional write to it is in flight (409): in both cases ours was not
-        applied.  Raises AmbiguousStoreError when a timeout, reset or 5xx left
+        applied.  Raises ConditionalWriteUnsupportedError (and makes the
+        process distrust any recorded probe verdict for this bucket, see
+        :mod:`stores.probe`) when the store answers that it does not implement
+        the condition.  Raises AmbiguousStoreError when a timeout, reset or 5xx left
         the outcome unknown and a retry could not settle it; the caller must
         read the object back.  StoreUnavailableError means nothing was sent."""
         key, body = self._key(path), bytes(data)
@@ -398,6 +412,16 @@ class S3ObjectStore:
                 self._cond_client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*")
                 return
             except BOTO_ERRORS as exc:
+                if self._condition_unsupported(exc):
+                    from .probe import distrust
+
+                    msg = (
+                        f"{self!r} does not support If-None-Match on PUT (it answered {self._status(exc)} "
+                        f"{self._code(exc)} creating s3://{self.bucket}/{key}): it cannot decide commits; nothing "
+                        "was written. Use a store that honours conditional writes, or an external manifest store"
+                    )
+                    distrust(self, msg)
+                    raise ConditionalWriteUnsupportedError(msg) from exc
                 if self._code(exc) in _CONDITION_FAILED or self._status(exc) in (409, 412):
                     if uncertain is None:
                         raise AlreadyExistsError(f"s3://{self.bucket}/{key} already exists") from exc
@@ -421,6 +445,19 @@ class S3ObjectStore:
         assert last is not None
         raise self._translate(last, "create", key) from last
 
+    def _condition_unsupported(self, exc: BaseException) -> bool:
+        """An answer saying the store does not implement ``If-None-Match`` on
+        PUT (S3 before August 2024: 501 NotImplemented, "a header you provided
+        implies functionality that is not implemented")."""
+        if not isinstance(exc, bexc.ClientError):
+            return False
+        msg = str(exc.response.get("Error", {}).get("Message", "")).lower()
+        return (
+            self._status(exc) == 501
+            or self._code(exc) == "NotImplemented"
+            or (self._status(exc) == 400 and "if-none-match" in msg)
+        )
+
     def copy(self, src: str, dst: str) -> None:
         """Server-side copy of ``src`` to ``dst``, replacing ``dst``."""
         skey, dkey = self._key(src), self._key(dst)
@@ -430,7 +467,10 @@ class S3ObjectStore:
         except bexc.ClientError as exc:
             if self._code(exc) == "InvalidRequest" and "larger than" in str(exc):  # > 5 GiB: multipart copy
                 try:
-                    self._client.copy(source, self.bucket, dkey)
+                    # boto3's managed (multipart) copy, imported only here: the one use of boto3
+                    from boto3.s3.inject import copy as managed_copy
+
+                    managed_copy(self._client, source, self.bucket, dkey)
                     return
                 except BOTO_ERRORS as exc2:
                     raise self._translate(exc2, "copy to", dkey) from exc2

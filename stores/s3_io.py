@@ -2,7 +2,7 @@
 multipart output stream.
 
 Both are created by :class:`stores.s3.S3ObjectStore` (``open_reader`` and
-``open_output``) and share its boto3 client and thread pool.
+``open_output``) and share its botocore client and thread pool.
 """
 
 from __future__ import annotations

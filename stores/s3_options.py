@@ -3,7 +3,7 @@
 Option keys are case-insensitive and accept the spellings Lance and the Rust
 ``object_store`` crate use (``aws_endpoint``, ``aws_region``, ...), so a
 pylance ``storage_options`` dict works unchanged.  Anything not given here is
-resolved by boto3 the usual way (environment, ``~/.aws`` profiles, instance
+resolved by botocore the usual way (environment, ``~/.aws`` profiles, instance
 metadata).
 
 Accepted keys (aliases in brackets): ``endpoint_url`` [``aws_endpoint``,
@@ -29,11 +29,18 @@ Conditional creates are never repeated by botocore (see :mod:`stores.s3`).
 gets ``http://`` when it is true and ``https://`` otherwise, and an explicit
 ``allow_http=false`` refuses a plain ``http://`` endpoint.  A custom endpoint
 defaults to path-style addressing, which S3-compatible servers expect.
+
+:func:`aws_session` is the process's botocore session per profile, shared by
+the S3 object store and the DynamoDB manifest store.  botocore is imported
+there, on first use: importing Tessera, or opening a local table, never
+imports it.  boto3 is not used at all (its import pulls in s3transfer and
+costs ~25 ms more; Tessera needs none of its resource layer).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -245,3 +252,25 @@ class S3Options:
             # S3-compatible servers (MinIO, moto, Ceph) rarely resolve bucket subdomains
             values.setdefault("addressing_style", "path")
         return cls(**values)
+
+
+_session_lock = threading.Lock()
+_sessions: dict[str | None, Any] = {}
+
+
+def aws_session(profile: str | None = None) -> Any:
+    """The process's ``botocore.session.Session`` for ``profile`` (None: the
+    default chain), created on first use.
+
+    Every S3 and DynamoDB client is made from it, so botocore's data files
+    (service models, endpoint rules, partitions) are read and parsed once per
+    process, and credentials not given explicitly are resolved once per
+    profile.  An unknown profile is reported when a client is made from it."""
+    with _session_lock:
+        session = _sessions.get(profile)
+        if session is None:
+            import botocore.session
+
+            session = botocore.session.Session(profile=profile)
+            _sessions[profile] = session
+        return session

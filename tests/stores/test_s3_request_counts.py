@@ -1,0 +1,410 @@
+"""The requests one append costs on S3 (moto), counted where they arrive: at
+moto's HTTP server.
+
+Pinned exactly, so a change that adds a request fails here: with a held
+``Table`` handle, with a fresh ``Table.open`` in the same process, and in a new
+process, for native commits and for commits through DynamoDB.  A new process
+trusts the conditional-put verdict the table's manifest records
+(``tessera.commit.conditional_put``, see :mod:`stores.probe`) and sends no
+probe; a store that ignores ``If-None-Match`` (a loopback proxy that strips the
+header: moto honours it, so the fault is injected) is still refused before
+anything is committed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from tessera.catalog import Table
+from tessera.stores import probe
+from tessera.stores.errors import ConditionalWriteUnsupportedError
+from tessera.stores.probe import CONFIG_CONDITIONAL_PUT, reset_probe_cache
+
+# -- counting at the server --------------------------------------------------------------
+
+
+class ServerLog:
+    """Every request moto's server receives while a :func:`counting` block
+    runs, as (method, path, If-None-Match header, DynamoDB operation, DynamoDB
+    table names)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: list[tuple[str, str, str, str, frozenset[str]]] = []
+
+    def s3(self, bucket: str, prefix: str) -> list[tuple[str, str]]:
+        """The S3 requests to ``s3://bucket/prefix`` as (method, what): what is
+        "LIST" for a listing of the bucket, else the folder of the key under
+        the prefix ("data", "_versions", "_transactions", "_tessera"),
+        with " if-none-match" for a conditional PUT."""
+        out = []
+        for method, path, inm, _, _ in self.requests:
+            if path.rstrip("/") == f"/{bucket}":
+                out.append((method, "LIST"))
+            elif path.startswith(f"/{bucket}/{prefix}/"):
+                folder = path[len(f"/{bucket}/{prefix}/") :].split("/", 1)[0]
+                out.append((method, folder + (" if-none-match" if inm else "")))
+        return out
+
+    def dynamodb(self, table: str) -> list[str]:
+        """The DynamoDB operations on ``table``, in order."""
+        return [op for _, _, _, op, tables in self.requests if op and table in tables]
+
+
+def _table_names(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["TableName"]} if isinstance(node.get("TableName"), str) else set()
+        for k, v in node.items():
+            if k == "RequestItems" and isinstance(v, dict):
+                found |= set(v)
+            found |= _table_names(v)
+        return found
+    if isinstance(node, list):
+        return set().union(*map(_table_names, node)) if node else set()
+    return set()
+
+
+@contextmanager
+def counting(moto_server) -> Iterator[ServerLog]:
+    """Record the requests moto's server answers (its WSGI app is wrapped;
+    the requests are served unchanged)."""
+    server = moto_server.server._server  # werkzeug's server: calls ``server.app`` per request
+    app = server.app
+    log = ServerLog()
+
+    def recording(environ, start_response):
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        tables: frozenset[str] = frozenset()
+        if target:
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = io.BytesIO(body)
+            try:
+                tables = frozenset(_table_names(json.loads(body)))
+            except ValueError:
+                pass
+        with log.lock:
+            log.requests.append(
+                (
+                    environ["REQUEST_METHOD"],
+                    environ.get("PATH_INFO", ""),
+                    environ.get("HTTP_IF_NONE_MATCH", ""),
+                    target.rsplit(".", 1)[-1] if target else "",
+                    tables,
+                )
+            )
+        return app(environ, start_response)
+
+    server.app = recording
+    try:
+        yield log
+    finally:
+        server.app = app
+
+
+def _in_new_process(code: str) -> dict:
+    """Run ``code`` (which sets ``result``) in a fresh interpreter; its ``result``."""
+    script = "import json\n" + textwrap.dedent(code) + "\nprint('RESULT ' + json.dumps(result))\n"
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env={**os.environ}
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    assert out.returncode == 0 and lines, out.stdout + out.stderr
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+_APPEND_IN_NEW_PROCESS = """
+import pyarrow as pa
+from tessera.catalog import Table
+from tessera.stores.errors import ConditionalWriteUnsupportedError
+try:
+    t = Table.open({uri!r}, storage_options={opts!r}, commit_store={store!r})
+    result = {{"version": t.append(pa.table({{"a": [9]}})).version}}
+except ConditionalWriteUnsupportedError as exc:
+    result = {{"refused": str(exc)}}
+"""
+
+ROWS = pa.table({"a": [1, 2]})
+
+#: a native append on a table already open: the data file, the lineage check
+#: (a ranged GET of the manifest read) and the conditional PUT of the manifest
+#: (the transaction travels inline in it: no _transactions/ file)
+NATIVE_HELD = [
+    ("PUT", "data"),
+    ("GET", "_versions"),
+    ("PUT", "_versions if-none-match"),
+]
+#: opening first: a LIST of _versions/ and the latest manifest (pylance: 6 requests,
+#: the same plus a second LIST and a _transactions/ file)
+NATIVE_OPEN = [("GET", "LIST"), ("GET", "_versions"), *NATIVE_HELD]
+#: the probe a writer without a trusted verdict sends first
+PROBE = [("PUT", "_tessera if-none-match"), ("PUT", "_tessera if-none-match"), ("DELETE", "_tessera")]
+#: the same probe as moto sees it behind a proxy that strips the header
+STRIPPED_PROBE = [("PUT", "_tessera"), ("PUT", "_tessera"), ("DELETE", "_tessera")]
+
+#: through DynamoDB, on S3: data, the staged manifest, its create-only
+#: publication at the final name, the staged copy's deletion
+DYNAMO_HELD_S3 = [
+    ("PUT", "data"),
+    ("PUT", "_versions"),
+    ("PUT", "_versions if-none-match"),
+    ("DELETE", "_versions"),
+]
+#: opening first: the manifest after the latest row (a version a writer outside
+#: the store may have committed: 404) and the latest manifest
+DYNAMO_OPEN_S3 = [("GET", "_versions"), ("GET", "_versions"), *DYNAMO_HELD_S3]
+#: the reservation (with its predecessor check) and the flip to the final path
+DYNAMO_HELD = ["TransactWriteItems", "UpdateItem"]
+#: opening: the store item (layout, store id) and the latest row
+DYNAMO_OPEN = ["GetItem", "Query", *DYNAMO_HELD]
+
+
+@pytest.fixture
+def bucket(moto_server) -> str:
+    return moto_server.new_bucket()
+
+
+def _versions(moto_server, bucket: str, prefix: str) -> list[str]:
+    resp = moto_server.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/_versions/")
+    return sorted(o["Key"] for o in resp.get("Contents", []) if o["Key"].endswith(".manifest"))
+
+
+# -- native ------------------------------------------------------------------------------
+
+
+def test_native_append_requests(moto_server, bucket):
+    uri, opts = f"s3://{bucket}/t", moto_server.storage_options()
+    reset_probe_cache()
+    with counting(moto_server) as created:
+        t = Table.create(uri, ROWS, storage_options=opts)
+    assert created.s3(bucket, "t")[:3] == PROBE  # a new table is always probed
+    record = t.manifest.config[CONFIG_CONDITIONAL_PUT]
+    assert record.split()[0] == "verified"
+
+    with counting(moto_server) as held:
+        t = t.append(ROWS)
+    assert held.s3(bucket, "t") == NATIVE_HELD
+    assert t.manifest.config[CONFIG_CONDITIONAL_PUT] == record  # carried forward
+
+    with counting(moto_server) as fresh:
+        Table.open(uri, storage_options=opts).append(ROWS)
+    assert fresh.s3(bucket, "t") == NATIVE_OPEN
+
+    code = _APPEND_IN_NEW_PROCESS.format(uri=uri, opts=opts, store=None)
+    with counting(moto_server) as new:
+        assert _in_new_process(code) == {"version": 4}
+    assert new.s3(bucket, "t") == NATIVE_OPEN  # no probe: the manifest records the verdict
+    assert Table.open(uri, storage_options=opts).manifest.config[CONFIG_CONDITIONAL_PUT] == record
+
+
+def test_an_expired_or_foreign_record_is_probed_again(moto_server, bucket, monkeypatch):
+    """A record older than the TTL, or made for another endpoint or bucket,
+    is not trusted: the writer probes (3 requests) and records its own verdict."""
+    uri, opts = f"s3://{bucket}/t", moto_server.storage_options()
+    t = Table.create(uri, ROWS, storage_options=opts)
+    record = t.manifest.config[CONFIG_CONDITIONAL_PUT]
+
+    reset_probe_cache()  # as a new process
+    later = time.time() + probe.VERDICT_TTL + 60
+    monkeypatch.setattr(probe, "_now", lambda: later)
+    with counting(moto_server) as log:
+        t = Table.open(uri, storage_options=opts).append(ROWS)
+    assert log.s3(bucket, "t") == NATIVE_OPEN[:3] + PROBE + NATIVE_OPEN[3:]
+    refreshed = t.manifest.config[CONFIG_CONDITIONAL_PUT]
+    assert refreshed.split()[:2] == record.split()[:2] and int(refreshed.split()[2]) == int(later)
+    monkeypatch.undo()
+
+    # the same table reached through another endpoint (a proxy): another scope
+    with HeaderProxy(moto_server.port) as proxy:
+        reset_probe_cache()
+        popts = {**opts, "endpoint_url": proxy.endpoint}
+        with counting(moto_server) as log:
+            Table.open(uri, storage_options=popts).append(ROWS)
+        assert log.s3(bucket, "t") == NATIVE_OPEN[:3] + PROBE + NATIVE_OPEN[3:]
+
+
+# -- a store that ignores If-None-Match (fault injected by a proxy) ----------------------
+
+
+class HeaderProxy:
+    """A loopback HTTP proxy in front of moto.  ``mode`` says what it does to a
+    PUT carrying ``If-None-Match``: "pass" (forward it), "strip" (forward it
+    without the header: the store then overwrites, like COS on a bucket that
+    had versioning) or "501" (answer NotImplemented, as S3 did before it
+    supported the header)."""
+
+    def __init__(self, target_port: int, mode: str = "pass") -> None:
+        self.mode = mode
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _any(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "expect"}
+                conditional = self.command == "PUT" and "If-None-Match" in self.headers
+                if conditional and proxy.mode == "501":
+                    status, out_headers = 501, [("Content-Type", "application/xml")]
+                    payload = (
+                        b"<Error><Code>NotImplemented</Code><Message>A header you provided implies "
+                        b"functionality that is not implemented</Message><Header>If-None-Match</Header></Error>"
+                    )
+                else:
+                    if conditional and proxy.mode == "strip":
+                        headers = {k: v for k, v in headers.items() if k.lower() != "if-none-match"}
+                    conn = http.client.HTTPConnection("127.0.0.1", target_port, timeout=30)
+                    conn.request(self.command, self.path, body, headers)
+                    resp = conn.getresponse()
+                    status, out_headers, payload = resp.status, resp.getheaders(), resp.read()
+                    conn.close()
+                self.send_response(status)
+                for k, v in out_headers:
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "server", "date"):
+                        self.send_header(k, v)
+                if self.command == "HEAD":  # no body, but the object's length
+                    self.send_header("Content-Length", dict(out_headers).get("Content-Length", "0"))
+                else:
+                    self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+
+            do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _any
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def __enter__(self) -> HeaderProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_store_that_ignores_the_condition_is_refused(moto_server, bucket):
+    """Creating a table, and a new process opening a table whose verdict was
+    recorded on another endpoint: both probe, and nothing is committed."""
+    opts = moto_server.storage_options()
+    with HeaderProxy(moto_server.port, "strip") as proxy:
+        popts = {**opts, "endpoint_url": proxy.endpoint}
+        reset_probe_cache()
+        with counting(moto_server) as log, pytest.raises(ConditionalWriteUnsupportedError, match="ignores"):
+            Table.create(f"s3://{bucket}/new", ROWS, storage_options=popts)
+        assert log.s3(bucket, "new") == STRIPPED_PROBE  # the probe, and nothing of the table
+
+        uri = f"s3://{bucket}/t"
+        Table.create(uri, ROWS, storage_options=opts)  # verified and recorded on moto's own endpoint
+        code = _APPEND_IN_NEW_PROCESS.format(uri=uri, opts=popts, store=None)
+        with counting(moto_server) as log:
+            got = _in_new_process(code)
+        assert "ignores the If-None-Match condition" in got["refused"]
+        assert log.s3(bucket, "t") == [("GET", "LIST"), ("GET", "_versions"), ("PUT", "data"), *STRIPPED_PROBE]
+        assert len(_versions(moto_server, bucket, "t")) == 1  # no version was added
+
+
+def test_a_recorded_verdict_is_dropped_when_the_store_says_it_cannot(moto_server, bucket, monkeypatch):
+    """The record names this very endpoint, so a new process trusts it; when the
+    store then answers the conditional PUT "not implemented", that commit is
+    refused, the process distrusts the record and probes before the next one."""
+    opts = moto_server.storage_options()
+    with HeaderProxy(moto_server.port, "pass") as proxy:
+        popts = {**opts, "endpoint_url": proxy.endpoint}
+        uri = f"s3://{bucket}/t"
+        Table.create(uri, ROWS, storage_options=popts)  # verified through the proxy, honest for now
+        proxy.mode = "501"
+        reset_probe_cache()  # as a new process
+        t = Table.open(uri, storage_options=popts)
+        with counting(moto_server) as log, pytest.raises(ConditionalWriteUnsupportedError, match="does not support"):
+            t.append(ROWS)
+        # trusted: no probe; the conditional PUT never reached moto
+        assert log.s3(bucket, "t") == [("PUT", "data"), ("GET", "_versions")]
+        with counting(moto_server) as log, pytest.raises(ConditionalWriteUnsupportedError):
+            t.append(ROWS)
+        assert log.s3(bucket, "t")[1:] == [("DELETE", "_tessera")]  # probed again (the PUTs got 501)
+        assert len(_versions(moto_server, bucket, "t")) == 1
+
+        proxy.mode = "strip"  # and a store that overwrites after the record expired
+        reset_probe_cache()
+        t = Table.open(uri, storage_options=popts)
+        later = time.time() + probe.VERDICT_TTL + 60
+        monkeypatch.setattr(probe, "_now", lambda: later)
+        with counting(moto_server) as log, pytest.raises(ConditionalWriteUnsupportedError, match="ignores"):
+            t.append(ROWS)
+        assert log.s3(bucket, "t") == [("PUT", "data"), *STRIPPED_PROBE]
+        assert len(_versions(moto_server, bucket, "t")) == 1
+
+
+# -- through DynamoDB --------------------------------------------------------------------
+
+
+def test_dynamodb_append_requests(moto_server, bucket):
+    from tessera_test_services import new_dynamodb_store_url
+
+    uri, opts = f"s3://{bucket}/t", moto_server.storage_options()
+    store = new_dynamodb_store_url(moto_server)
+    ddb_table = store.split("?")[0].rsplit("/", 1)[1]
+    with counting(moto_server) as created:
+        t = Table.create(uri, ROWS, storage_options=opts, commit_store=store)
+    assert not [r for r in created.requests if "/_tessera/" in r[1]]  # the external store decides: no probe
+
+    with counting(moto_server) as held:
+        t = t.append(ROWS)
+    assert held.s3(bucket, "t") == DYNAMO_HELD_S3
+    assert held.dynamodb(ddb_table) == DYNAMO_HELD
+
+    with counting(moto_server) as fresh:
+        Table.open(uri, storage_options=opts, commit_store=store).append(ROWS)
+    assert fresh.s3(bucket, "t") == DYNAMO_OPEN_S3
+    assert fresh.dynamodb(ddb_table) == DYNAMO_OPEN  # DescribeTable: once per process
+
+    code = _APPEND_IN_NEW_PROCESS.format(uri=uri, opts=opts, store=store)
+    with counting(moto_server) as new:
+        assert _in_new_process(code) == {"version": 4}
+    assert new.s3(bucket, "t") == DYNAMO_OPEN_S3
+    assert new.dynamodb(ddb_table) == ["DescribeTable", *DYNAMO_OPEN]
+
+
+def test_clients_are_built_once_per_process(moto_server, bucket):
+    """Opening tables again builds no client: S3's and DynamoDB's are shared
+    per endpoint, region and credentials."""
+    from tessera.stores.dynamodb_table import make_client
+    from tessera.stores.s3 import S3ObjectStore
+
+    opts = moto_server.storage_options()
+    a = S3ObjectStore(f"s3://{bucket}/a", opts)
+    b = S3ObjectStore(f"s3://{bucket}/b", dict(opts))
+    assert a._client is b._client and a._cond_client is b._cond_client
+    other = S3ObjectStore(f"s3://{bucket}/a", {**opts, "aws_access_key_id": "other"})
+    assert other._client is not a._client
+    assert make_client("us-east-1", moto_server.endpoint) is make_client("us-east-1", moto_server.endpoint)
+    assert make_client("us-east-1", moto_server.endpoint) is not make_client("us-west-2", moto_server.endpoint)
+    assert [] == _in_new_process(
+        f"""
+        import sys
+        import pyarrow as pa
+        from tessera.catalog import Table
+        t = Table.create("s3://{bucket}/{uuid.uuid4().hex}", pa.table({{"a": [1]}}), storage_options={opts!r})
+        result = sorted(m for m in sys.modules if m.split(".")[0] in ("boto3", "s3transfer"))
+        """
+    )
