@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 import uuid as uuidlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ from tessera.format import schema as lschema
 from tessera.format.container import normalize_version
 from tessera.format.protos import table_pb2, transaction_pb2
 from tessera.format.table.fragments import DEFAULT_MAX_ROWS_PER_FILE, FragmentReader, write_fragments
-from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
+from tessera.stores.manifest_store import forget_store_id, normalize_table_uri, open_manifest_store
 from tessera.stores.object_store import ObjectStore, open_object_store
 
 from . import data as ldata
@@ -77,8 +78,29 @@ def make_handler(
         raise InvalidArgumentError(f"retry must be a commit.retry.RetryPolicy, got {type(retry).__name__}")
     if commit_store is None:
         return NativeCommitHandler(retry)
-    ms = open_manifest_store(commit_store) if isinstance(commit_store, str) else commit_store
+    ms = shared_manifest_store(commit_store) if isinstance(commit_store, str) else commit_store
     return ExternalCommitHandler(ms, normalize_table_uri(uri), policy=retry)
+
+
+_shared_stores: dict[str, ManifestStore] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_manifest_store(url: str) -> ManifestStore:
+    """The process's store for ``url``, opened (and its schema checked) once:
+    a ``Table.open`` by URL then costs no new connection pool, TCP connect,
+    login or schema reflection (a SQL store's check is 11 queries).  Stores
+    are thread-safe, and closing one only empties its connection pool (the
+    next use reconnects).  A store that later finds its schema changed still
+    raises StoreSchemaError on the statement that meets it, and its store id
+    is read again on every open (a store recreated at the address is refused)."""
+    with _shared_lock:
+        ms = _shared_stores.get(url)
+        if ms is None or getattr(ms, "replaced", lambda: False)():  # a SQLite file deleted or replaced
+            ms = _shared_stores[url] = open_manifest_store(url)
+        else:
+            forget_store_id(ms)  # one small read per open: a recreated store is refused
+        return ms
 
 
 class Table:

@@ -166,6 +166,13 @@ def normalize_table_uri(uri: str) -> str:
     raise InvalidURIError(f"unsupported table URI scheme {scheme!r} in {uri!r}")
 
 
+def forget_store_id(ms: ManifestStore) -> None:
+    """Make ``ms`` read its store id again at its next ``store_id()``: every
+    store caches it (``_store_id``), and a store deleted and recreated at the
+    same address must be noticed by the next table opened through it."""
+    vars(ms).pop("_store_id", None)
+
+
 def open_manifest_store(url: str, **options) -> ManifestStore:
     """Open a store by URL: ``redis://host:port/db``, ``dynamodb:///TABLE?region=..&endpoint_url=..``,
     or any SQLAlchemy URL (``sqlite:///path.db``, ``postgresql+psycopg://...``, ``mysql+pymysql://...``).

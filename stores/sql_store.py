@@ -150,8 +150,21 @@ def _dispose_after_fork() -> None:
         store._after_fork()
 
 
+def _close_sqlite_before_fork() -> None:
+    """No pooled SQLite connection may be open across fork(): SQLite's
+    per-process lock bookkeeping is copied into the child, whose own
+    connections then misjudge the locks they hold (lost commits were observed
+    when a parent held a connection while children committed).  The pool's
+    idle connections are closed here, in the parent, before every fork; the
+    parent reopens on its next use.  (A connection another thread is using at
+    that instant stays open, as it did when every operation opened its own.)"""
+    for store in list(_LIVE):
+        if store._backend == "sqlite":
+            store._engine.dispose()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_dispose_after_fork)
+    os.register_at_fork(before=_close_sqlite_before_fork, after_in_child=_dispose_after_fork)
 
 
 # ----------------------------------------------------- settings and deadlines
@@ -343,31 +356,51 @@ def _pg_socket(dbapi_connection: Any) -> int:
     return int(dbapi_connection.pgconn.socket)
 
 
-def _install_pg_ping(engine: Engine, io_timeout: float) -> None:
-    """SQLAlchemy's ``pool_pre_ping`` would wait for the ping's answer without
-    any bound on PostgreSQL; this checkout hook pings under the current
-    attempt's deadline instead.  A failed or timed-out ping invalidates the
-    pool (SQLAlchemy then opens a fresh connection, which is not pinged)."""
+#: a pooled connection used less than this many seconds ago is not pinged at checkout
+IDLE_PING_SECONDS = 1.0
+
+
+def _install_ping(engine: Engine, io_timeout: float, backend: str) -> None:
+    """Ping a pooled connection at checkout when it sat idle for
+    :data:`IDLE_PING_SECONDS` or more (a server or a firewall may have closed it
+    meanwhile): a statement sent on a dead connection fails with its outcome
+    unknown, which the commit protocol settles by reading back, but a ping
+    avoids that for the idle connections where it is likely.  A connection in
+    steady use is not pinged: the ping was a second round trip per statement.
+    On PostgreSQL the ping runs under the current attempt's deadline
+    (SQLAlchemy's ``pool_pre_ping`` would wait without bound); MySQL's driver
+    bounds it with its read/write timeouts.  A failed or timed-out ping
+    invalidates the pool (SQLAlchemy then opens a fresh connection, which is
+    not pinged)."""
 
     @event.listens_for(engine, "connect")
     def _fresh(_dbapi_connection: Any, record: Any) -> None:
         record.info["tessera_fresh"] = True
 
+    @event.listens_for(engine, "checkin")
+    def _used(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info["tessera_used"] = time.monotonic()
+
     @event.listens_for(engine, "checkout")
     def _ping(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
         if record.info.pop("tessera_fresh", False):
             return
+        if time.monotonic() - record.info.get("tessera_used", float("-inf")) < IDLE_PING_SECONDS:
+            return
         attempt = getattr(_CHECKOUT, "attempt", None) or _Attempt(io_timeout)
-        try:
-            timer = _WATCHDOG.arm(_pg_socket(dbapi_connection), attempt)
-        except Exception as exc:  # noqa: BLE001 - a broken connection has no socket
-            raise sa_exc.InvalidatePoolError(f"pooled connection unusable: {exc}") from exc
+        timer = None
+        if backend == "postgresql":
+            try:
+                timer = _WATCHDOG.arm(_pg_socket(dbapi_connection), attempt)
+            except Exception as exc:  # noqa: BLE001 - a broken connection has no socket
+                raise sa_exc.InvalidatePoolError(f"pooled connection unusable: {exc}") from exc
         try:
             engine.dialect.do_ping(dbapi_connection)
         except Exception as exc:  # noqa: BLE001
             raise sa_exc.InvalidatePoolError(f"ping failed: {exc}") from exc
         finally:
-            if _WATCHDOG.disarm(timer):
+            if timer is not None and _WATCHDOG.disarm(timer):
                 raise sa_exc.InvalidatePoolError(f"no answer to the ping within io_timeout={attempt.io_timeout:g}s")
 
 
@@ -456,20 +489,22 @@ class SqlManifestStore:
             kwargs.update(
                 pool_size=settings["pool_size"],
                 max_overflow=settings["max_overflow"],
-                # PostgreSQL: pinged by _install_pg_ping, under the attempt's deadline
-                pool_pre_ping=pre_ping and backend != "postgresql",
+                # pinged by _install_ping when idle (PostgreSQL: under the attempt's deadline)
+                pool_pre_ping=False,
                 pool_recycle=1800,
             )
         else:
-            # no pooled SQLite connection survives an operation: a connection that
-            # is open across fork() corrupts the locking of the WAL (lost commits
-            # were observed when a parent held one while children committed)
-            kwargs.update(poolclass=sa.pool.NullPool)
+            # pooled (a connection's setup and close cost more than a commit's
+            # statement), but never open across fork(): see _close_sqlite_before_fork
+            kwargs.update(poolclass=sa.pool.QueuePool, pool_size=settings["pool_size"], max_overflow=-1)
         engine = sql_migrate.create_sql_engine(parsed, **kwargs)
+        db_file = None
+        if backend == "sqlite" and parsed.database and parsed.database != ":memory:":
+            db_file = os.path.abspath(parsed.database)
         if backend == "sqlite":
-            _install_sqlite_pragmas(engine, busy_timeout_ms)
-        elif backend == "postgresql" and pre_ping:
-            _install_pg_ping(engine, io_timeout)
+            _install_sqlite_pragmas(engine, busy_timeout_ms, db_file)
+        elif pre_ping:
+            _install_ping(engine, io_timeout, backend)
         store = cls(engine, parsed)
         store._io_timeout = io_timeout
         migrate = create if create is not None else backend == "sqlite"
@@ -497,7 +532,17 @@ class SqlManifestStore:
         except BaseException:
             store.close()
             raise
+        store._db_file = db_file
+        store._db_file_id = _file_id(db_file)
         return store
+
+    _db_file: str | None = None
+    _db_file_id: tuple[int, int] | None = None
+
+    def replaced(self) -> bool:
+        """Whether this SQLite store's database file was deleted or replaced
+        since the store was opened (then open the URL anew)."""
+        return self._db_file is not None and _file_id(self._db_file) != self._db_file_id
 
     # ------------------------------------------------------------ the protocol
     def identity(self) -> str:
@@ -1000,9 +1045,32 @@ def _connect_args(
     return {"connect_timeout": connect_timeout, "read_timeout": io_timeout, "write_timeout": io_timeout}
 
 
-def _install_sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
+def _file_id(path: str | None) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if st is not None else None
+
+
+def _install_sqlite_pragmas(engine: Engine, busy_timeout_ms: int, path: str | None = None) -> None:
+    """Per connection: WAL, the busy timeout, full sync.  With ``path`` (a
+    database file), a pooled connection whose file is no longer the one at
+    ``path`` (deleted, or replaced by another database) is discarded at
+    checkout: it would read and write a database nobody else sees, and the
+    store's identity check would never meet the new one."""
+    if path:
+
+        @event.listens_for(engine, "checkout")
+        def _same_file(_dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+            opened = record.info.get("tessera_file")
+            if opened is not None and _file_id(path) != opened:
+                raise sa_exc.InvalidatePoolError(f"{path} was replaced since this connection opened it")
+
     @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+    def _pragmas(dbapi_conn: Any, record: Any) -> None:
+        if path:
+            record.info["tessera_file"] = _file_id(path)
         cur = dbapi_conn.cursor()
         try:
             cur.execute("PRAGMA journal_mode=WAL")

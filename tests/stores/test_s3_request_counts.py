@@ -170,8 +170,9 @@ DYNAMO_HELD_S3 = [
 DYNAMO_OPEN_S3 = [("GET", "_versions"), ("GET", "_versions"), *DYNAMO_HELD_S3]
 #: the reservation (with its predecessor check) and the flip to the final path
 DYNAMO_HELD = ["TransactWriteItems", "UpdateItem"]
-#: opening: the store item (layout, store id) and the latest row
-DYNAMO_OPEN = ["GetItem", "Query", *DYNAMO_HELD]
+#: opening (the store object is the process's, checked once): the latest row,
+#: then the store item read again for its id (a recreated store is refused)
+DYNAMO_OPEN = ["Query", "GetItem", *DYNAMO_HELD]
 
 
 @pytest.fixture
@@ -382,7 +383,8 @@ def test_dynamodb_append_requests(moto_server, bucket):
     with counting(moto_server) as new:
         assert _in_new_process(code) == {"version": 4}
     assert new.s3(bucket, "t") == DYNAMO_OPEN_S3
-    assert new.dynamodb(ddb_table) == ["DescribeTable", *DYNAMO_OPEN]
+    # a new process opens the store: DescribeTable and the store item (its id), then the latest row
+    assert new.dynamodb(ddb_table) == ["DescribeTable", "GetItem", "Query", *DYNAMO_HELD]
 
 
 def test_clients_are_built_once_per_process(moto_server, bucket):
