@@ -70,6 +70,17 @@ def _serialize_moto_dynamodb() -> None:
     DynamoHandler.call_action = call_action  # type: ignore[method-assign]
 
 
+def wait_for_port(port: int, seconds: float = 20.0) -> None:
+    """Until something accepts connections on 127.0.0.1:``port`` (at most ``seconds``)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+
+
 class MotoServer:
     """moto's threaded HTTP server: boto3 talks to it over real HTTP."""
 
@@ -86,13 +97,7 @@ class MotoServer:
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    break
-            except OSError:
-                time.sleep(0.05)
+        wait_for_port(self.port)
 
     def lance_storage_options(self) -> dict:
         """The same server as pylance's object store options."""

@@ -23,7 +23,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 _SERVER = r"""
@@ -79,7 +78,10 @@ def _services():
     return mod
 
 
-class MotoProcess(_services().MotoServer):  # its storage options, clients and buckets; a server of its own
+_SERVICES = _services()
+
+
+class MotoProcess(_SERVICES.MotoServer):  # its storage options, clients and buckets; a server of its own
     def __init__(self, latency_ms: float = 0.0) -> None:  # not super().__init__: that starts an in-process server
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -94,13 +96,7 @@ class MotoProcess(_services().MotoServer):  # its storage options, clients and b
         assert self.proc.stdout is not None
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError("moto server did not start")
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    break
-            except OSError:
-                time.sleep(0.05)
+        _SERVICES.wait_for_port(self.port)
 
     def __enter__(self) -> MotoProcess:
         return self
