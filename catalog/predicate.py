@@ -832,15 +832,11 @@ _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
 
 
 def _range_type(t: pa.DataType) -> bool:
-    """Whether zone statistics of a column of type ``t`` can decide range terms."""
-    return bool(
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_temporal(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_decimal(t)
-    )
+    """Whether zone statistics of a column of type ``t`` can decide range terms:
+    a type a zone map bounds, booleans aside (a range of booleans prunes nothing)."""
+    from tessera.format.zonemap import _value_type_ok
+
+    return _value_type_ok(t) and not pa.types.is_boolean(t)
 
 
 def range_terms(predicate: Predicate, schema: pa.Schema) -> list[RangeTerm]:

@@ -118,6 +118,7 @@ def _is_nan(v: Any) -> bool:
 
 
 def _value_type_ok(t: pa.DataType) -> bool:
+    """Whether a zone map can bound values of type ``t`` (min/max ordered as the column)."""
     return bool(
         pa.types.is_integer(t)
         or pa.types.is_floating(t)
