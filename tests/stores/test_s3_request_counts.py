@@ -13,8 +13,6 @@ anything is committed.
 
 from __future__ import annotations
 
-import http.client
-import http.server
 import io
 import json
 import os
@@ -35,6 +33,9 @@ from tessera.catalog import Table
 from tessera.stores import probe
 from tessera.stores.errors import ConditionalWriteUnsupportedError
 from tessera.stores.probe import CONFIG_CONDITIONAL_PUT, reset_probe_cache
+
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from http_proxy import HttpProxy  # noqa: E402
 
 # -- counting at the server --------------------------------------------------------------
 
@@ -242,7 +243,7 @@ def test_an_expired_or_foreign_record_is_probed_again(moto_server, bucket, monke
 # -- a store that ignores If-None-Match (fault injected by a proxy) ----------------------
 
 
-class HeaderProxy:
+class HeaderProxy(HttpProxy):
     """A loopback HTTP proxy in front of moto.  ``mode`` says what it does to a
     PUT carrying ``If-None-Match``: "pass" (forward it), "strip" (forward it
     without the header: the store then overwrites, like COS on a bucket that
@@ -251,56 +252,20 @@ class HeaderProxy:
 
     def __init__(self, target_port: int, mode: str = "pass") -> None:
         self.mode = mode
-        proxy = self
+        super().__init__(target_port)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def _any(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "expect"}
-                conditional = self.command == "PUT" and "If-None-Match" in self.headers
-                if conditional and proxy.mode == "501":
-                    status, out_headers = 501, [("Content-Type", "application/xml")]
-                    payload = (
-                        b"<Error><Code>NotImplemented</Code><Message>A header you provided implies "
-                        b"functionality that is not implemented</Message><Header>If-None-Match</Header></Error>"
-                    )
-                else:
-                    if conditional and proxy.mode == "strip":
-                        headers = {k: v for k, v in headers.items() if k.lower() != "if-none-match"}
-                    conn = http.client.HTTPConnection("127.0.0.1", target_port, timeout=30)
-                    conn.request(self.command, self.path, body, headers)
-                    resp = conn.getresponse()
-                    status, out_headers, payload = resp.status, resp.getheaders(), resp.read()
-                    conn.close()
-                self.send_response(status)
-                for k, v in out_headers:
-                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "server", "date"):
-                        self.send_header(k, v)
-                if self.command == "HEAD":  # no body, but the object's length
-                    self.send_header("Content-Length", dict(out_headers).get("Content-Length", "0"))
-                else:
-                    self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(payload)
-
-            do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _any
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def __enter__(self) -> HeaderProxy:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def handle(self, h, body: bytes) -> None:
+        conditional = h.command == "PUT" and "If-None-Match" in h.headers
+        if conditional and self.mode == "501":
+            payload = (
+                b"<Error><Code>NotImplemented</Code><Message>A header you provided implies "
+                b"functionality that is not implemented</Message><Header>If-None-Match</Header></Error>"
+            )
+            self.reply(h, 501, [("Content-Type", "application/xml")], payload)
+        elif conditional and self.mode == "strip":
+            self.reply(h, *self.forward(h, body, drop=("If-None-Match",)))
+        else:
+            self.reply(h, *self.forward(h, body))
 
 
 def test_a_store_that_ignores_the_condition_is_refused(moto_server, bucket):

@@ -6,9 +6,9 @@ deliberately broken subclass."""
 
 from __future__ import annotations
 
-import http.client
-import http.server
+import os
 import socket
+import sys
 import threading
 
 import numpy as np
@@ -34,6 +34,9 @@ from tessera.stores.probe import probe_conditional_put, reset_probe_cache
 from tessera.stores.s3 import S3ObjectStore
 from tessera.stores.s3_io import plan_requests
 from tessera.stores.s3_options import S3Options, parse_s3_uri
+
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from http_proxy import HttpProxy  # noqa: E402
 
 MiB = 1024 * 1024
 
@@ -363,7 +366,7 @@ def test_output_abort(store, moto_server, bucket):
 # -- lost responses (a proxy in front of moto) -----------------------------------------
 
 
-class FaultProxy:
+class FaultProxy(HttpProxy):
     """Forwards HTTP to moto; ``plan`` lists what to do with each conditional
     PUT in turn: "ok" (forward), "lost" (forward, then answer 500: applied, but
     the client cannot know), "drop" (forward, then close the connection without
@@ -371,47 +374,21 @@ class FaultProxy:
 
     def __init__(self, target_port: int) -> None:
         self.plan: list[str] = []
-        proxy = self
+        super().__init__(target_port)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def _any(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                action = "ok"
-                if self.command == "PUT" and self.headers.get("If-None-Match") and proxy.plan:
-                    action = proxy.plan.pop(0)
-                if action != "reject":
-                    conn = http.client.HTTPConnection("127.0.0.1", target_port, timeout=30)
-                    conn.request(self.command, self.path, body, dict(self.headers.items()))
-                    resp = conn.getresponse()
-                    status, headers, payload = resp.status, resp.getheaders(), resp.read()
-                    conn.close()
-                if action == "drop":
-                    self.close_connection = True
-                    return
-                if action != "ok":
-                    status, headers = (500, []) if action == "lost" else (503, [])
-                    payload = b"<Error><Code>InternalError</Code><Message>injected</Message></Error>"
-                self.send_response(status)
-                for k, v in headers:
-                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "server", "date"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _any
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
+    def handle(self, h, body: bytes) -> None:
+        action = "ok"
+        if h.command == "PUT" and h.headers.get("If-None-Match") and self.plan:
+            action = self.plan.pop(0)
+        if action != "reject":
+            answer = self.forward(h, body)
+        if action == "drop":
+            h.close_connection = True
+            return
+        if action != "ok":
+            status = 500 if action == "lost" else 503
+            answer = (status, [], b"<Error><Code>InternalError</Code><Message>injected</Message></Error>")
+        self.reply(h, *answer)
 
 
 @pytest.fixture
