@@ -428,12 +428,115 @@ def repetition_index(rep: np.ndarray, max_rep: int, plan: _Plan) -> np.ndarray:
     return np.stack([rows, left], axis=1).astype("<u8").reshape(-1)
 
 
+#: pages of at most this many values and levels take :func:`_encode_single`
+SMALL_VALUES = 1024
+#: switch for tests (the general path must write the same bytes)
+SMALL_FAST_PATH = True
+
+
+def _small_page(levels: PageLevels, values: LeafValues) -> bool:
+    """True for a page the general planner would write as one chunk of plain
+    fixed-width values: byte-aligned scalars, no repetition, no item validity,
+    few enough values and levels (whatever encoding is chosen: one bit-packed
+    block holds 1024 values, an RLE chunk 4096, a flat chunk
+    :func:`_initial_count`; every size limit is far away)."""
+    return (
+        SMALL_FAST_PATH
+        and isinstance(values, FixedValues)
+        and levels.rep is None
+        and values.dim is None
+        and values.packed is None
+        and values.item_validity is None
+        and 0 < values.n <= SMALL_VALUES
+        and levels.num_levels <= SMALL_VALUES
+        and values.data.dtype == np.uint8
+        and values.bits_per_value % 8 == 0
+    )
+
+
+def _small_choice(values: FixedValues) -> tuple[int | None, np.ndarray | None]:
+    """The general path's choice for a one-chunk page, computed directly:
+    ``(bitpack T or None, run starts when RLE is chosen else None)``."""
+    flat_bytes = values.nbytes()
+    packed = None
+    if bitpack_encode.can_pack(values):
+        u = values.data.view(f"<u{values.width}")
+        # one block of 1024 values: the width word plus 128 bytes per bit of the largest value
+        packed = values.width + 128 * int(u.max()).bit_length()
+    other = flat_bytes if packed is None else min(flat_bytes, packed)
+    if rle_encode.eligible(values):
+        u = values.data.view(f"<u{values.width}")
+        starts = rle_encode._segments(u)
+        if int(rle_encode._pieces(starts, len(u)).sum()) * (values.width + 1) < other:
+            return None, starts
+    if packed is not None and packed <= (1 - bitpack_encode.MIN_SAVING) * bitpack_encode.BLOCK * values.width:
+        return values.bits_per_value, None
+    return None, None
+
+
+def _pad_to8(parts: list[bytes], b: bytes) -> None:
+    parts.append(b)
+    if len(b) % 8:
+        parts.append(b"\xfe" * (8 - len(b) % 8))
+
+
+def _encode_single(levels: PageLevels, values: FixedValues, large: bool, choice):
+    """One chunk written directly (see :func:`_small_page`): the same bytes as
+    the general planner and serializer, without their per-page numpy work.
+    ``choice`` is :func:`_small_choice`'s.  Returns ``(bitpack, rle, nbuf, data, total)``."""
+    bitpack, starts = choice
+    w = values.width
+    if starts is not None:
+        u = values.data.view(f"<u{w}")
+        n = len(u)
+        lengths = np.diff(np.append(starts, n))
+        pieces = (lengths + rle_encode.MAX_RUN - 1) // rle_encode.MAX_RUN
+        run_vals = np.repeat(u[starts], pieces)
+        piece_len = np.full(len(run_vals), rle_encode.MAX_RUN, dtype=np.int64)
+        piece_len[np.cumsum(pieces) - 1] = lengths - (pieces - 1) * rle_encode.MAX_RUN
+        bufs = [run_vals.tobytes(), piece_len.astype(np.uint8).tobytes()]
+    elif bitpack:
+        u = values.data.view(f"<u{w}")
+        width = int(u.max()).bit_length()
+        head = np.array([width], dtype=f"<u{w}").tobytes()
+        if width:
+            block = np.zeros((1, bitpack_encode.BLOCK), dtype=u.dtype)
+            block[0, : len(u)] = u
+            assert bitpack_encode._fastlanes is not None  # can_pack() checked
+            head += bytes(bitpack_encode._fastlanes.pack(block, width))
+        bufs = [head]
+    else:
+        bufs = [values.data.tobytes()]
+    size_fmt = "<u4" if large else "<u2"
+    has_def = levels.defs is not None
+    nl = levels.num_levels if has_def else 0
+    header = [np.array([nl], dtype="<u2").tobytes()]
+    if has_def:
+        header.append(np.array([2 * nl], dtype="<u2").tobytes())
+    header.append(np.array([len(b) for b in bufs], dtype=size_fmt).tobytes())
+    parts: list[bytes] = []
+    _pad_to8(parts, b"".join(header))
+    if has_def:
+        _pad_to8(parts, levels.defs[:nl].astype("<u2", copy=False).tobytes())  # type: ignore[index]
+    for b in bufs:
+        _pad_to8(parts, b)
+    data = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    return bitpack, starts is not None, len(bufs), data, np.array([len(data)], dtype=np.int64)
+
+
 def encode_miniblock(levels: PageLevels, values: LeafValues, max_rep: int, large: bool):
     """Buffers and the PageLayout for a mini-block page.
 
     Raises :class:`ChunkingError` when the page cannot be chunked (too many
     invisible items between two values, or values too wide).
     """
+    if _small_page(levels, values):
+        assert isinstance(values, FixedValues)
+        choice = _small_choice(values)
+        # bit-packed and RLE chunks hold every small page; flat ones up to _initial_count values
+        if choice[0] is not None or choice[1] is not None or values.n <= _initial_count(values, None):
+            bitpack, rle, nbuf, data, total = _encode_single(levels, values, large, choice)
+            return _finish(levels, values, max_rep, large, bitpack, rle, nbuf, data, total, None)
     bitpack = bitpack_encode.choose(values) if isinstance(values, FixedValues) else None
     rle = False
     if isinstance(values, FixedValues) and rle_encode.eligible(values):
@@ -459,9 +562,16 @@ def encode_miniblock(levels: PageLevels, values: LeafValues, max_rep: int, large
         data, total = _serialize_uniform(levels, values, plan, sizer, large)  # type: ignore[arg-type]
     else:
         data, total = _serialize_general(levels, values, plan, sizer, large)
-    counts = plan.ve - plan.vs
-    logs = np.zeros(len(counts), dtype=np.int64)
-    logs[:-1] = np.log2(counts[:-1]).astype(np.int64)
+    return _finish(levels, values, max_rep, large, bitpack, rle, sizer.nbuf, data, total, plan)
+
+
+def _finish(levels, values, max_rep, large, bitpack, rle, nbuf, data, total, plan: _Plan | None):
+    """The chunk metadata words and the PageLayout around serialized chunks
+    (``plan`` None: a single chunk)."""
+    logs = np.zeros(len(total), dtype=np.int64)
+    if plan is not None:
+        counts = plan.ve - plan.vs
+        logs[:-1] = np.log2(counts[:-1]).astype(np.int64)
     words = (((total // 8) - 1) << 4) | logs
     meta = words.astype("<u4" if large else "<u2")
 
@@ -476,12 +586,13 @@ def encode_miniblock(levels: PageLevels, values: LeafValues, max_rep: int, large
     else:
         mb.value_compression.CopyFrom(bitpack_encode.encoding(bitpack) if bitpack else values.encoding())
     mb.layers.extend(levels.layers)
-    mb.num_buffers = sizer.nbuf
+    mb.num_buffers = nbuf
     mb.num_items = values.n
     if large:
         mb.has_large_chunk = True
     buffers = [meta, data]
     if levels.rep is not None:
+        assert plan is not None  # pages with repetition never take the single-chunk path
         mb.repetition_index_depth = 1
         buffers.append(repetition_index(levels.rep, max_rep, plan))
     return buffers, layout
