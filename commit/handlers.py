@@ -201,6 +201,8 @@ class NativeCommitHandler:
         self.policy = policy or DEFAULT_POLICY
         self.incarnation = uuid.uuid4().hex
         self.bound = False
+        #: table URI -> the manifest naming scheme last read there
+        self._naming: dict[str, mf.NamingScheme] = {}
         #: the bound manifest's recorded probe verdict, and the one this writer's manifests record
         self.put_recorded: str | None = None
         self.put_record: str | None = None
@@ -330,11 +332,15 @@ class NativeCommitHandler:
         return tstore.latest_version(store)
 
     def versions_after(self, store: ObjectStore, version: int) -> list[int]:
-        versions, _ = tstore.list_versions(store)
-        return sorted(v for v in versions if v > version)
+        return mf.versions_newer(store.list(paths.VERSIONS_DIR), version)
 
     def load(self, store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
-        return tstore.load_manifest(store, version)
+        # a given version is read by name in the scheme last seen for this
+        # table (a rebase reads each version after its base: no listing each)
+        mfile = tstore.load_manifest(store, version, self._naming.get(store.uri) if version is not None else None)
+        if mfile.naming is not None:
+            self._naming[store.uri] = mfile.naming
+        return mfile
 
     def table_exists(self, store: ObjectStore) -> bool:
         return bool(tstore.list_versions(store)[0])

@@ -30,9 +30,23 @@ def latest_version(store: ObjectStore) -> int:
     return max(versions)
 
 
-def load_manifest(store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
-    """The manifest of ``version`` (default: the latest), parsed and checked."""
+def load_manifest(
+    store: ObjectStore, version: int | None = None, naming: mf.NamingScheme | None = None
+) -> mf.ManifestFile:
+    """The manifest of ``version`` (default: the latest), parsed and checked.
+
+    ``naming``: the table's naming scheme when the caller knows it (from a
+    manifest it read); a given version is then read by its name, without
+    listing ``_versions/`` (the listing is the fallback when it is not there)."""
     name: str | None
+    if version is not None and naming is not None:
+        path = paths.manifest_path(version, naming)
+        try:
+            data = store.read(path)
+        except ObjectNotFoundError:
+            pass  # not under that name: the listing decides (and names what exists)
+        else:
+            return _checked(store, path, data, version)
     if version is None:  # the latest: found without parsing every name
         latest = mf.latest_manifest(store.list(paths.VERSIONS_DIR))
         if latest is None:
@@ -52,6 +66,10 @@ def load_manifest(store: ObjectStore, version: int | None = None) -> mf.Manifest
         data = store.read(path)
     except ObjectNotFoundError as exc:
         raise VersionNotFoundError(f"version {version} of {store.uri} vanished while being read") from exc
+    return _checked(store, path, data, version)
+
+
+def _checked(store: ObjectStore, path: str, data: bytes, version: int) -> mf.ManifestFile:
     mfile = mf.read_manifest(data, f"{store.uri}/{path}")
     mf.check_flags(mfile.manifest, writing=False)
     mfile.fingerprint = fingerprint(data)

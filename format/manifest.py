@@ -136,6 +136,27 @@ def latest_manifest(names: list[str]) -> tuple[int, str, NamingScheme] | None:
     return None
 
 
+def versions_newer(names: list[str], version: int) -> list[int]:
+    """The versions above ``version`` among the names of ``_versions/``,
+    ascending, as :func:`scan_versions` would find them (MixedNamingError
+    alike), parsing only the names that can be newer: a V2 name of a newer
+    version sorts before ``version``'s own (fixed width, newest first).
+    Anything else (V1 names present) takes the full scan."""
+    maybe_v1 = [n for n in names if len(n) < _V2_NAME_LEN and n.endswith(".manifest")]
+    if maybe_v1 and any(parse_manifest_name(n) for n in maybe_v1) or version < 1:
+        versions, _ = scan_versions(names)
+        return sorted(v for v in versions if v > version)
+    cut = manifest_name(version, NamingScheme.V2)
+    out = []
+    for name in names:
+        if len(name) == _V2_NAME_LEN and name < cut:
+            parsed = parse_manifest_name(name)
+            if parsed is not None and parsed[0] > version:
+                out.append(parsed[0])
+    out.sort()
+    return out
+
+
 def check_flags(manifest: table_pb2.Manifest, writing: bool) -> None:
     """Refuse manifests whose feature flags we do not understand."""
     unknown = manifest.reader_feature_flags & ~KNOWN_READER_FLAGS

@@ -162,7 +162,13 @@ def redis_url():
 
 
 def _sql_ok(url: str) -> None:
+    """The server answers, and its database holds Tessera's schema at the head
+    revision (a fresh machine's empty ``test`` database is provisioned as
+    ``deploy/provision_sql.py`` would: idempotent, the rows tests add are
+    removed by :func:`forget_session_leftovers`)."""
     import sqlalchemy as sa
+
+    from tessera.stores import sql_migrate
 
     eng = sa.create_engine(url)
     try:
@@ -170,6 +176,7 @@ def _sql_ok(url: str) -> None:
             c.execute(sa.text("SELECT 1"))
     finally:
         eng.dispose()
+    sql_migrate.upgrade(url)
 
 
 @pytest.fixture(scope="session")

@@ -158,3 +158,22 @@ def test_the_hint_is_rewritten_in_place_and_says_the_latest(tmp_path):
         t.append(ROWS)
     with open(os.path.join(uri, "_versions", "latest_version_hint.json"), "rb") as f:
         assert f.read() == b'{"version":11}'
+
+
+def test_a_rebase_lists_versions_once_and_reads_each_new_one_once(tmp_path, counted):
+    """A writer whose base is k versions behind checks the k transactions: one
+    listing of ``_versions/`` (the versions after its base), then each new
+    manifest read by its name, not one listing per version."""
+    calls, _ = counted
+    uri = str(tmp_path / "t")
+    Table.create(uri, ROWS)
+    behind = Table.open(uri)
+    other = Table.open(uri)
+    for _ in range(5):
+        other.append(ROWS)
+    calls.clear()
+    behind.append(ROWS)
+    reads = [c for c in calls if c[0] in ("list", "read")]
+    # the lost create reads back whose manifest took the version, then the rebase
+    assert reads == [("read", "manifest"), ("list", "_versions")] + [("read", "manifest")] * 5
+    assert Table.open(uri).count_rows() == 7 * ROWS.num_rows

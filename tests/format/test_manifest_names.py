@@ -100,6 +100,32 @@ def test_latest_manifest_agrees_with_a_full_scan(names):
     assert latest_manifest(names) == _brute_latest(names)
 
 
+@pytest.mark.parametrize("after", [0, 1, 2, 3, 8, 39, 40, 2**63 - 1])
+@pytest.mark.parametrize(
+    "names",
+    [
+        [],
+        [manifest_name(v) for v in range(1, 40)] + ["latest_version_hint.json", manifest_name(9) + "-0f3c"],
+        [manifest_name(v) for v in (9, 1, 3, 40)],  # holes: versions cleaned up
+        [manifest_name(v, NamingScheme.V1) for v in range(1, 12)] + ["latest_version_hint.json"],
+        ["１.manifest", manifest_name(4), "x" * 20 + ".manifest"],
+        [manifest_name(2**63, NamingScheme.V2), manifest_name(5)],
+    ],
+)
+def test_versions_newer_agrees_with_a_full_scan(names, after):
+    from tessera.format.manifest import versions_newer
+
+    versions, _ = scan_versions(names)
+    assert versions_newer(names, after) == sorted(v for v in versions if v > after)
+
+
+def test_versions_newer_refuses_mixed_naming():
+    from tessera.format.manifest import versions_newer
+
+    with pytest.raises(MixedNamingError):
+        versions_newer([manifest_name(1, NamingScheme.V1), manifest_name(2, NamingScheme.V2)], 1)
+
+
 def test_latest_manifest_refuses_mixed_naming():
     from tessera.format.manifest import latest_manifest
 
