@@ -122,7 +122,15 @@ def commit_transaction(
             pass
         result.append(mf.ManifestFile(manifest, txn, index, scheme, fingerprint(data)))
 
-    _retry(policy, _VersionTaken, deadline, attempt, f"committing {op} to {store.uri}")
+    with handler.commit_lock(store, deadline) as ordered:
+        cur = state["base"]
+        if ordered and cur is not None and store.exists(paths.manifest_path(cur.version + 1, scheme)):
+            # the writer that held the lock before us took our version: rebase
+            # first (one existence check) rather than build a manifest bound to lose
+            state["base"] = _rebase(store, handler, txn, cur, affected_rows)
+        # holding the local commit lock, a lost version was lost to a writer
+        # outside it (already rebased on): retry at once, no jitter
+        _retry(policy, _VersionTaken, deadline, attempt, f"committing {op} to {store.uri}", contention_wait=not ordered)
     log.debug("committed %s as version %d of %s", op, result[0].version, store.uri)
     return result[0]
 
@@ -176,12 +184,17 @@ def commit_operation(
 
 
 def _retry(
-    policy: RetryPolicy, exc_type: type[BaseException], deadline: float, attempt: Callable[[], None], what: str
+    policy: RetryPolicy,
+    exc_type: type[BaseException],
+    deadline: float,
+    attempt: Callable[[], None],
+    what: str,
+    contention_wait: bool = True,
 ) -> None:
     """Run ``attempt`` until it stops raising ``exc_type``, within the policy;
     TooMuchContentionError when the attempts or the time run out."""
     try:
-        for try_ in policy.retrying(exc_type, deadline):
+        for try_ in policy.retrying(exc_type, deadline, contention_wait):
             with try_:
                 attempt()
     except RetryError as exc:

@@ -30,6 +30,7 @@ from tenacity import (
     Retrying,
     retry_if_exception_type,
     stop_after_attempt,
+    wait_none,
 )
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
@@ -141,14 +142,19 @@ class RetryPolicy:
         return time.monotonic() + self.max_seconds
 
     def retrying(
-        self, exc_types: type[BaseException] | tuple[type[BaseException], ...], deadline: float | None = None
+        self,
+        exc_types: type[BaseException] | tuple[type[BaseException], ...],
+        deadline: float | None = None,
+        contention_wait: bool = True,
     ) -> Retrying:
         """A tenacity loop retrying ``exc_types`` within the attempts and the
-        shared ``deadline`` (default: ``max_seconds`` from now)."""
+        shared ``deadline`` (default: ``max_seconds`` from now).
+        ``contention_wait=False``: retry at once (a writer that holds the
+        local commit lock lost only to a writer outside it, and has rebased)."""
         end = deadline if deadline is not None else self.deadline()
         return Retrying(
             stop=stop_after_attempt(self.max_attempts) | _PastDeadline(end),
-            wait=_ContentionWait(self.base_delay, self.max_delay),
+            wait=_ContentionWait(self.base_delay, self.max_delay) if contention_wait else wait_none(),
             retry=retry_if_exception_type(exc_types),
             reraise=False,
         )

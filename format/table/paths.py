@@ -32,6 +32,10 @@ TAGS_DIR = "_refs/tags"
 
 HINT_NAME = "latest_version_hint.json"
 HINT_FILE = f"{VERSIONS_DIR}/{HINT_NAME}"
+#: the advisory lock Tessera's writers on one machine take while committing
+#: (local disk only; ignored by pylance and by every listing of versions)
+COMMIT_LOCK_NAME = ".tessera-commit.lock"
+COMMIT_LOCK_FILE = f"{VERSIONS_DIR}/{COMMIT_LOCK_NAME}"
 DATA_FILE_SUFFIX = ".lance"
 SEQUENCE_FILE_SUFFIX = ".rowids"
 _MANIFEST_SUFFIX = ".manifest"

@@ -3,6 +3,9 @@ operations it makes and how many fsyncs, so that a change cannot silently add
 one (issue 17).  Counted by wrapping the store's methods and ``os.fsync``;
 every wrapped call goes through to the real file system.
 
+Writers on one machine take an advisory lock (``flock``, no fsync) around the
+commit and check whether the next version was taken while they waited.
+
 What one append must make durable before it is acknowledged, and nothing more:
   data file         created in place under its unique name, fsynced   (1)
   manifest          staged and fsynced, hard-linked to its final name (1)
@@ -38,6 +41,7 @@ _METHODS = (
     "copy",
     "copy_if_not_exists",
     "delete",
+    "advisory_lock",
 )
 
 
@@ -83,12 +87,16 @@ ROWS = pa.table({"i": pa.array(range(100), pa.int64()), "s": [f"row-{i}" for i i
 # the commit itself, the same for a held handle and a fresh one
 NATIVE_COMMIT = [
     ("open_output", "data"),
+    ("advisory_lock", "_versions/.tessera-commit.lock"),  # orders this machine's writers (no fsync)
+    ("exists", "manifest"),  # the next version, taken while we waited? (rebase before building)
     ("read_tail", "manifest"),  # the base manifest's end, re-read: a table dropped and recreated is refused
     ("put_if_not_exists", "manifest"),  # staged + fsync, link, directory fsync
     ("put_advisory", "hint"),
 ]
 EXTERNAL_COMMIT = [
     ("open_output", "data"),
+    ("advisory_lock", "_versions/.tessera-commit.lock"),
+    ("exists", "manifest"),
     ("put", "staged"),  # the staged manifest the store's row points at
     ("link_if_not_exists", "staged->manifest"),  # the final name, create-only, without a second write
     ("delete", "staged"),
@@ -174,6 +182,7 @@ def test_a_rebase_lists_versions_once_and_reads_each_new_one_once(tmp_path, coun
     calls.clear()
     behind.append(ROWS)
     reads = [c for c in calls if c[0] in ("list", "read")]
-    # the lost create reads back whose manifest took the version, then the rebase
-    assert reads == [("read", "manifest"), ("list", "_versions")] + [("read", "manifest")] * 5
+    # the next version exists: the rebase comes first, no manifest is built to lose
+    assert reads == [("list", "_versions")] + [("read", "manifest")] * 5
+    assert [c[0] for c in calls].count("put_if_not_exists") == 1
     assert Table.open(uri).count_rows() == 7 * ROWS.num_rows
