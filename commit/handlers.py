@@ -201,7 +201,7 @@ def local_commit_lock(store: ObjectStore, deadline: float | None) -> AbstractCon
     wait = COMMIT_LOCK_WAIT
     if deadline is not None:
         wait = max(0.0, min(wait, deadline - time.monotonic()))
-    return lock(paths.COMMIT_LOCK_FILE, wait)  # type: ignore[no-any-return]
+    return lock(paths.COMMIT_LOCK_FILE, wait)
 
 
 def _bind_incarnation(

@@ -582,7 +582,7 @@ def _finish(levels, values, max_rep, large, bitpack, rle, nbuf, data, total, pla
     if levels.defs is not None:
         mb.def_compression.CopyFrom(flat(16))
     if rle:
-        mb.value_compression.CopyFrom(rle_encode.encoding(values.bits_per_value))  # type: ignore[union-attr]
+        mb.value_compression.CopyFrom(rle_encode.encoding(values.bits_per_value))
     else:
         mb.value_compression.CopyFrom(bitpack_encode.encoding(bitpack) if bitpack else values.encoding())
     mb.layers.extend(levels.layers)
