@@ -136,6 +136,13 @@ FLIP = (
     .where(_T.c.table_hash == sa.bindparam("h"), _T.c.version == sa.bindparam("v"), _T.c.path == sa.bindparam("staged"))
     .values(path=sa.bindparam("final"))
 )
+#: the flip on PostgreSQL: the same UPDATE, committed without waiting for its
+#: WAL flush (``synchronous_commit`` off for this statement's own transaction,
+#: set by the statement itself: no extra round trip).  A flip lost to a server
+#: crash is a flip that failed: the row still holds the staged path, the final
+#: manifest is in place and the next reader finishes it (the reservation,
+#: which decides the version, stays synchronous)
+FLIP_ASYNC_WAL = FLIP.where(sa.func.set_config("synchronous_commit", "off", True) == "off")
 GET = sa.select(*RECORD_COLUMNS).where(_T.c.table_hash == sa.bindparam("h"), _T.c.version == sa.bindparam("v"))
 LATEST = sa.select(*RECORD_COLUMNS).where(_T.c.table_hash == sa.bindparam("h")).order_by(_T.c.version.desc()).limit(1)
 AFTER = (

@@ -109,6 +109,7 @@ from .sql_schema import (  # noqa: F401 - Base, ManifestVersionRow and TABLE_NAM
     DELETE,
     EXPECTED_COLUMNS,
     FLIP,
+    FLIP_ASYNC_WAL,
     GET,
     GET_META,
     LATEST,
@@ -592,7 +593,8 @@ class SqlManifestStore:
         check_version(version)
         check_flip_paths(staged_path, final_path)
         params = {"h": table_hash(table_key), "v": version, "staged": staged_path, "final": final_path}
-        if self._write(lambda c: c.execute(FLIP, params).rowcount, f"flip {table_key} v{version}") == 1:
+        stmt = FLIP_ASYNC_WAL if self._backend == "postgresql" else FLIP
+        if self._write(lambda c: c.execute(stmt, params).rowcount, f"flip {table_key} v{version}") == 1:
             return True
         row = self.get(table_key, version)
         return row is not None and row.path == final_path

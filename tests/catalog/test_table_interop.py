@@ -145,6 +145,7 @@ def test_v1_naming_and_detection(lance, tmp_path):
     t = Table.create(path, _data(10), naming="V1")
     t.append(_data(5, 10))
     assert sorted(os.listdir(os.path.join(path, "_versions"))) == [
+        ".tessera-commit.lock",  # the local writers' advisory lock (pylance lists only *.manifest)
         "1.manifest",
         "2.manifest",
         "latest_version_hint.json",
