@@ -405,6 +405,27 @@ def _install_ping(engine: Engine, io_timeout: float, backend: str) -> None:
                 raise sa_exc.InvalidatePoolError(f"no answer to the ping within io_timeout={attempt.io_timeout:g}s")
 
 
+def _run(conn: Connection, stmt: Any, params: dict[str, Any]) -> int:
+    return int(conn.execute(stmt, params).rowcount)
+
+
+def _sqlite_unsynced(conn: Connection, stmt: Any, params: dict[str, Any]) -> int:
+    """Run ``stmt`` on SQLite with ``synchronous=NORMAL`` (in WAL mode: no
+    fsync at its commit; the next ``FULL`` commit, a reservation, syncs the
+    WAL and this transaction with it).  For the flip only, which a crash may
+    lose harmlessly (the next reader finishes it).  The connection goes back
+    to ``FULL`` before it returns to the pool, or is discarded."""
+    conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
+    try:
+        return _run(conn, stmt, params)
+    finally:
+        try:
+            conn.exec_driver_sql("PRAGMA synchronous=FULL")
+        except Exception:
+            conn.invalidate()  # never pool a connection that commits unsynced
+            raise
+
+
 class SqlManifestStore:
     """A :class:`~stores.manifest_store.ManifestStore` in a SQL database."""
 
@@ -594,7 +615,8 @@ class SqlManifestStore:
         check_flip_paths(staged_path, final_path)
         params = {"h": table_hash(table_key), "v": version, "staged": staged_path, "final": final_path}
         stmt = FLIP_ASYNC_WAL if self._backend == "postgresql" else FLIP
-        if self._write(lambda c: c.execute(stmt, params).rowcount, f"flip {table_key} v{version}") == 1:
+        run = _sqlite_unsynced if self._backend == "sqlite" else _run
+        if self._write(lambda c: run(c, stmt, params), f"flip {table_key} v{version}") == 1:
             return True
         row = self.get(table_key, version)
         return row is not None and row.path == final_path

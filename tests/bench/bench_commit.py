@@ -17,7 +17,8 @@ Every run measures, in the same process and run:
   mysql        Tessera, local disk, MariaDB manifest store (127.0.0.1:3306)
   s3-native    Tessera, S3 on moto's HTTP server, If-None-Match put
   s3-dynamodb  Tessera, S3 + DynamoDB on moto's HTTP server
-Prints the median, p90 and the ratio of each median to pylance's.
+Prints the median, p90 and the ratio of each median to pylance's (and, for
+the external stores, to native's).
 """
 
 from __future__ import annotations
@@ -52,37 +53,52 @@ def _row(i: int) -> pa.Table:
     return pa.table({"i": pa.array([i], pa.int64()), "s": [f"row-{i}"]})
 
 
-def bench_pylance(work: str, n: int) -> list[float]:
+def pylance_case(work: str):
+    """``(step, finish)`` of pylance appends on local disk."""
     import lance
 
     path = os.path.join(work, "pylance")
     lance.write_dataset(_row(-1), path)
-    out = []
-    for i in range(n):
-        t0 = time.perf_counter()
+
+    def step(i: int) -> None:
         lance.write_dataset(_row(i), path, mode="append")
-        out.append(time.perf_counter() - t0)
-    return out
+
+    return step, lambda n: None
 
 
-def bench_tessera(uri: str, n: int, commit_store=None, storage_options=None) -> list[float]:
+def tessera_case(uri: str, commit_store=None, storage_options=None):
+    """``(step, finish)`` of appends through a held Tessera handle; ``finish(n)``
+    checks the rows and removes the bench's rows from a shared database."""
     from tessera.catalog import Table
 
     t = Table.create(uri, _row(-1), commit_store=commit_store, storage_options=storage_options)
-    out = []
-    try:
-        for i in range(n):
-            t0 = time.perf_counter()
-            t.append(_row(i))
-            out.append(time.perf_counter() - t0)
-        assert t.count_rows() == n + 1
-    finally:
-        if commit_store is not None:  # the shared databases keep nothing of the bench's
-            from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
 
-            ms = open_manifest_store(commit_store)
-            ms.delete_table(normalize_table_uri(uri))
-            ms.close()
+    def finish(n: int) -> None:
+        try:
+            assert t.count_rows() == n + 1
+        finally:
+            if commit_store is not None:  # the shared databases keep nothing of the bench's
+                from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
+
+                ms = open_manifest_store(commit_store)
+                ms.delete_table(normalize_table_uri(uri))
+                ms.close()
+
+    return (lambda i: t.append(_row(i))), finish
+
+
+def run_interleaved(cases: dict, n: int) -> dict[str, list[float]]:
+    """Every case's i-th commit, then every case's (i+1)-th: the machine's drift
+    (disk latency varies over a run) reaches all cases alike (the ratios to
+    native are read from one interleaved run)."""
+    out: dict[str, list[float]] = {name: [] for name in cases}
+    for i in range(n):
+        for name, (step, _) in cases.items():
+            t0 = time.perf_counter()
+            step(i)
+            out[name].append(time.perf_counter() - t0)
+    for _, finish in cases.values():
+        finish(n)
     return out
 
 
@@ -207,23 +223,22 @@ def main() -> None:
     def want(name: str) -> bool:
         return not wanted or name in wanted or name == "pylance"
 
+    cases: dict = {}
     try:
-        results["pylance"] = bench_pylance(work, n)
+        cases["pylance"] = pylance_case(work)
         if want("native"):
-            results["native"] = bench_tessera(os.path.join(work, "native"), n)
+            cases["native"] = tessera_case(os.path.join(work, "native"))
         if want("sqlite"):
-            results["sqlite"] = bench_tessera(os.path.join(work, "sqlite"), n, f"sqlite:///{work}/commits.db")
+            cases["sqlite"] = tessera_case(os.path.join(work, "sqlite"), f"sqlite:///{work}/commits.db")
         key = uuid.uuid4().hex[:8]
         if want("redis"):
-            results["redis"] = bench_tessera(os.path.join(work, "redis"), n, "redis://127.0.0.1:6379/14")
+            cases["redis"] = tessera_case(os.path.join(work, "redis"), "redis://127.0.0.1:6379/14")
         if want("postgres"):
-            results["postgres"] = bench_tessera(
-                os.path.join(work, "pg" + key), n, "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+            cases["postgres"] = tessera_case(
+                os.path.join(work, "pg" + key), "postgresql+psycopg://postgres@127.0.0.1:5432/test"
             )
         if want("mysql"):
-            results["mysql"] = bench_tessera(
-                os.path.join(work, "my" + key), n, "mysql+pymysql://root@127.0.0.1:3306/test"
-            )
+            cases["mysql"] = tessera_case(os.path.join(work, "my" + key), "mysql+pymysql://root@127.0.0.1:3306/test")
         if want("s3-native") or want("s3-dynamodb"):
             services = _services()
             for k, v in services.AWS_ENV.items():
@@ -232,13 +247,18 @@ def main() -> None:
             bucket = moto.new_bucket()
             opts = moto.storage_options()
             if want("s3-native"):
-                results["s3-native"] = bench_tessera(f"s3://{bucket}/native", n, storage_options=opts)
+                cases["s3-native"] = tessera_case(f"s3://{bucket}/native", storage_options=opts)
             if want("s3-dynamodb"):
                 from deploy.provision_dynamodb import create_table
 
                 create_table("tessera-bench", region="us-east-1", endpoint_url=moto.endpoint)
                 url = f"dynamodb:///tessera-bench?region=us-east-1&endpoint_url={moto.endpoint}"
-                results["s3-dynamodb"] = bench_tessera(f"s3://{bucket}/ddb", n, url, storage_options=opts)
+                cases["s3-dynamodb"] = tessera_case(f"s3://{bucket}/ddb", url, storage_options=opts)
+        # pylance alone first: interleaved with fsyncing writers, its own file
+        # creations wait on their journal commits (its median doubles or more);
+        # Tessera's coordinators interleaved with one another (all fsync alike)
+        results = run_interleaved({"pylance": cases.pop("pylance")}, n)
+        results.update(run_interleaved(cases, n))
     finally:
         if moto is not None:
             moto.stop()
@@ -246,10 +266,12 @@ def main() -> None:
 
     base = statistics.median(results["pylance"])
     print(f"{n} single-row appends per coordinator (latency per commit, milliseconds)")
-    print(f"{'coordinator':14} {'median':>8} {'p90':>8} {'ratio':>7}")
+    native = statistics.median(results["native"]) if "native" in results else None
+    print(f"{'coordinator':14} {'median':>8} {'p90':>8} {'ratio':>7} {'vs native':>9}")
     for name, xs in results.items():
         med, p90 = statistics.median(xs), float(np.percentile(xs, 90))
-        print(f"{name:14} {med * 1e3:8.2f} {p90 * 1e3:8.2f} {med / base:6.2f}x")
+        vs_native = f"{med / native:8.2f}x" if native and name not in ("pylance", "native") else ""
+        print(f"{name:14} {med * 1e3:8.2f} {p90 * 1e3:8.2f} {med / base:6.2f}x {vs_native}")
 
 
 def local_suite(n: int) -> None:
