@@ -507,6 +507,37 @@ def _encode_single(levels: PageLevels, values: FixedValues, large: bool, choice)
         bufs = [head]
     else:
         bufs = [values.data.tobytes()]
+    data, total = _single_chunk(levels, bufs, large)
+    return bitpack, starts is not None, len(bufs), data, total
+
+
+def _small_variable(levels: PageLevels, values: LeafValues) -> bytes | None:
+    """The one value buffer of a small page of variable-width values that
+    the general planner would write as one chunk (None: it would not):
+    the offsets rebased to the buffer start (counting the offsets
+    themselves), the data bytes, then 0x48 up to a whole offset."""
+    if not (
+        SMALL_FAST_PATH
+        and isinstance(values, VariableValues)
+        and levels.rep is None
+        and 0 < values.n <= SMALL_VALUES
+        and levels.num_levels <= SMALL_VALUES
+        and values.n <= _initial_count(values, None)
+    ):
+        return None
+    ob = values.offset_bits // 8
+    n = values.n
+    lo, hi = int(values.offsets[0]), int(values.offsets[n])
+    raw = ob * (n + 1) + (hi - lo)
+    if raw + ob > SOFT_VALUE_BYTES:  # the planner would split it (or come close)
+        return None
+    rebased = (values.offsets[: n + 1] - (lo - ob * (n + 1))).astype("<u4" if ob == 4 else "<u8")
+    return rebased.tobytes() + values.data[lo:hi].tobytes() + bytes([VAR_PAD]) * ((-raw) % ob)
+
+
+def _single_chunk(levels: PageLevels, bufs: list[bytes], large: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One chunk: header (levels, buffer sizes), definition levels, value
+    buffers, each padded to 8 bytes with 0xFE; and its size."""
     size_fmt = "<u4" if large else "<u2"
     has_def = levels.defs is not None
     nl = levels.num_levels if has_def else 0
@@ -521,7 +552,7 @@ def _encode_single(levels: PageLevels, values: FixedValues, large: bool, choice)
     for b in bufs:
         _pad_to8(parts, b)
     data = np.frombuffer(b"".join(parts), dtype=np.uint8)
-    return bitpack, starts is not None, len(bufs), data, np.array([len(data)], dtype=np.int64)
+    return data, np.array([len(data)], dtype=np.int64)
 
 
 def encode_miniblock(levels: PageLevels, values: LeafValues, max_rep: int, large: bool):
@@ -537,6 +568,10 @@ def encode_miniblock(levels: PageLevels, values: LeafValues, max_rep: int, large
         if choice[0] is not None or choice[1] is not None or values.n <= _initial_count(values, None):
             bitpack, rle, nbuf, data, total = _encode_single(levels, values, large, choice)
             return _finish(levels, values, max_rep, large, bitpack, rle, nbuf, data, total, None)
+    var_buf = _small_variable(levels, values)
+    if var_buf is not None:
+        data, total = _single_chunk(levels, [var_buf], large)
+        return _finish(levels, values, max_rep, large, None, False, 1, data, total, None)
     bitpack = bitpack_encode.choose(values) if isinstance(values, FixedValues) else None
     rle = False
     if isinstance(values, FixedValues) and rle_encode.eligible(values):

@@ -41,14 +41,15 @@ def _check(tmp_path, table: pa.Table, version: str) -> None:
 
 
 def _calls(monkeypatch) -> list[int]:
+    """The chunks the fast path wrote (one per page it took)."""
     seen: list[int] = []
-    real = miniblock_encode._encode_single
+    real = miniblock_encode._single_chunk
 
-    def spy(levels, values, large, choice):
-        seen.append(values.n)
-        return real(levels, values, large, choice)
+    def spy(levels, bufs, large):
+        seen.append(1)
+        return real(levels, bufs, large)
 
-    monkeypatch.setattr(miniblock_encode, "_encode_single", spy)
+    monkeypatch.setattr(miniblock_encode, "_single_chunk", spy)
     return seen
 
 
@@ -66,7 +67,15 @@ CASES = {
     "decimals": pa.array([decimal.Decimal(i) / 100 for i in range(100)], pa.decimal128(10, 2)),
     "fixed binary": pa.array([bytes([i % 256]) * 24 for i in range(100)], pa.binary(24)),
     "too many flat values": pa.array([float(i) for i in range(1000)], pa.float64()),
+    "strings": pa.array([f"row-{i}" for i in range(100)]),
+    "strings with nulls and empties": pa.array([None if i % 5 == 0 else "x" * (i % 3) for i in range(100)]),
+    "large strings": pa.array([f"v{i}" for i in range(100)], pa.large_string()),
+    "binary": pa.array([bytes(range(i % 7)) for i in range(100)], pa.binary()),
+    "sliced strings": pa.array([f"s{i}" * 3 for i in range(300)]).slice(37, 100),
+    "too many string bytes": pa.array([f"{i:03d}" + "y" * 97 for i in range(100)]),
 }
+#: pages the fast path leaves to the general planner
+GENERAL = {"too many flat values", "too many string bytes"}
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
@@ -75,12 +84,13 @@ def test_same_bytes_as_general_path(tmp_path, monkeypatch, version, name):
     seen = _calls(monkeypatch)
     _check(tmp_path, pa.table({"x": CASES[name]}), version)
     # the fast path ran for every small page it can take; not for 1000 flat
-    # float64 (512 per chunk, so two chunks), nor for a constant page in 2.2
+    # float64 (512 per chunk, so two chunks) or 10 KB of strings (the planner
+    # splits at 8 KB), nor for a constant page in 2.2
     # (one value or all equal: a constant layout, no mini-block at all)
-    if name == "too many flat values" or (name in ("all zero", "one row") and version == "2.2"):
+    if name in GENERAL or (name in ("all zero", "one row") and version == "2.2"):
         assert seen == []
     else:
-        assert seen == [len(CASES[name])]
+        assert seen == [1]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -96,3 +106,15 @@ def test_random_small_pages(tmp_path, values, runs, dtype, version):
     stretched = [v for v in vals for _ in range(runs)][: max(len(vals), 1024)]
     for arr in (pa.array(vals, dtype), pa.array(stretched, dtype)):
         _check(tmp_path, pa.table({"x": arr}), version)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(st.one_of(st.none(), st.text(max_size=40)), min_size=1, max_size=400),
+    large=st.booleans(),
+    start=st.integers(0, 5),
+    version=st.sampled_from(["2.1", "2.2"]),
+)
+def test_random_small_string_pages(tmp_path, values, large, start, version):
+    arr = pa.array(["pad"] * start + values, pa.large_string() if large else pa.string()).slice(start)
+    _check(tmp_path, pa.table({"x": arr}), version)
