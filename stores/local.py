@@ -58,8 +58,11 @@ def advisory_lock(path: str, wait: float) -> Iterator[bool]:
     dies.  Polled (without blocking, pauses of 50 to 500 us) rather than
     waited on, so that a holder that stalls delays the others by ``wait`` at
     most."""
-    import fcntl
-
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform: go on without
+        yield False
+        return
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:

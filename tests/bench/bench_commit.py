@@ -215,14 +215,142 @@ def bench_concurrent(work: str, writers: int, appends: int) -> dict[str, tuple[f
     return out
 
 
+_NEW_PROCESS = r"""
+import json, sys, time
+kind, uri, opts, store = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4] or None
+import pyarrow as pa
+rows = pa.table({"i": pa.array([7], pa.int64()), "s": ["new"]})
+if kind == "pylance":
+    import lance
+else:
+    from tessera.catalog import Table
+print("imported", flush=True)
+sys.stdin.readline()  # the parent zeroes the server's counts, then says go
+t0 = time.perf_counter()
+if kind == "pylance":
+    lance.write_dataset(rows, uri, mode="append", storage_options=opts)
+else:
+    Table.open(uri, commit_store=store, storage_options=opts).append(rows)
+print(json.dumps({"seconds": time.perf_counter() - t0}), flush=True)
+"""
+
+
+def _requests(counts: dict[str, int]) -> str:
+    s3 = sum(v for k, v in counts.items() if not k.startswith("DDB:"))
+    ddb = sum(v for k, v in counts.items() if k.startswith("DDB:"))
+    return f"{s3}" + (f" + {ddb} DDB" if ddb else "")
+
+
+def s3_suite(n: int, processes: int) -> None:
+    """Requests per 1-row append counted at moto's server (a process of its
+    own), held handle / fresh handle / new process, native S3 and DynamoDB,
+    Tessera and pylance; and the wall time of a new process's open + append
+    (after its imports: both libraries import before the clock starts)."""
+    import json
+    import subprocess
+
+    import lance
+    from moto_process import MotoProcess
+
+    from deploy.provision_dynamodb import create_table
+    from tessera.catalog import Table
+
+    for k, v in _services().AWS_ENV.items():
+        os.environ.setdefault(k, v)
+    rows = _row(0)
+    with MotoProcess() as moto:
+        bucket = moto.new_bucket()
+        ddb = moto.client("dynamodb")
+        lance_table = f"lance-{uuid.uuid4().hex[:8]}"
+        ddb.create_table(
+            TableName=lance_table,
+            KeySchema=[
+                {"AttributeName": "base_uri", "KeyType": "HASH"},
+                {"AttributeName": "version", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "base_uri", "AttributeType": "S"},
+                {"AttributeName": "version", "AttributeType": "N"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        create_table("tessera-bench", region="us-east-1", endpoint_url=moto.endpoint)
+        t_store = f"dynamodb:///tessera-bench?region=us-east-1&endpoint_url={moto.endpoint}"
+        t_opts, l_opts = moto.storage_options(), moto.lance_storage_options()
+        l_ddb_opts = {**l_opts, "dynamodb_endpoint": moto.endpoint}
+        cases = {
+            "pylance s3": ("pylance", f"s3://{bucket}/pl", l_opts, None),
+            "pylance s3+ddb": ("pylance", f"s3+ddb://{bucket}/pld?ddbTableName={lance_table}", l_ddb_opts, None),
+            "tessera s3": ("tessera", f"s3://{bucket}/ts", t_opts, None),
+            "tessera s3+ddb": ("tessera", f"s3://{bucket}/tsd", t_opts, t_store),
+        }
+        print(
+            f"moto S3/DynamoDB in a process of its own; requests per 1-row append counted at the server "
+            f"(medians of {n}; new process: {processes} processes)"
+        )
+        print(f"{'case':16} {'held':>10} {'fresh':>10} {'new process':>12} {'new-process open+append ms':>27}")
+        for name, (kind, uri, opts, store) in cases.items():
+            held_counts, fresh_counts = [], []
+            if kind == "pylance":
+                lance.write_dataset(rows, uri, storage_options=opts)
+                for _ in range(n):
+                    moto.reset()
+                    lance.write_dataset(rows, uri, mode="append", storage_options=opts)
+                    fresh_counts.append(moto.reset())
+            else:
+                # the held handle on a table of its own (a fresh handle's commit would make it rebase)
+                held = Table.create(uri + "-held", rows, commit_store=store, storage_options=opts)
+                Table.create(uri, rows, commit_store=store, storage_options=opts)
+                for _ in range(n):
+                    moto.reset()
+                    held.append(rows)
+                    held_counts.append(moto.reset())
+                    Table.open(uri, commit_store=store, storage_options=opts).append(rows)
+                    fresh_counts.append(moto.reset())
+            new_counts, seconds = [], []
+            for _ in range(processes):
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", _NEW_PROCESS, kind, uri, json.dumps(opts), store or ""],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    cwd=_ROOT,
+                )
+                assert proc.stdin is not None and proc.stdout is not None
+                assert proc.stdout.readline().strip() == "imported"
+                moto.reset()
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+                seconds.append(json.loads(proc.stdout.readline())["seconds"])
+                proc.wait(60)
+                new_counts.append(moto.reset())
+
+            def med(counts: list[dict[str, int]]) -> str:
+                if not counts:
+                    return "-"
+                return _requests(sorted(counts, key=lambda c: sum(c.values()))[len(counts) // 2])
+
+            print(
+                f"{name:16} {med(held_counts):>10} {med(fresh_counts):>10} {med(new_counts):>12} "
+                f"{statistics.median(seconds) * 1e3:27.1f}"
+            )
+        ddb.delete_table(TableName=lance_table)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--commits", type=int, default=500)
     ap.add_argument("--only", default="")
     ap.add_argument("--local-only", action="store_true", help="by path, held handle and concurrent processes only")
+    ap.add_argument("--s3", action="store_true", help="requests per append and new-process time on moto S3 only")
+    ap.add_argument("--processes", type=int, default=7, help="new processes per case (--s3)")
     args = ap.parse_args()
     if args.local_only:
         local_suite(args.commits)
+        return
+    if args.s3:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # moto_process
+        s3_suite(args.commits, args.processes)
         return
     n = args.commits
     work = tempfile.mkdtemp(prefix="tessera-bench-commit-")

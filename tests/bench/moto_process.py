@@ -13,7 +13,7 @@ zeroes them.
     with MotoProcess(latency_ms=10) as moto:
         bucket = moto.new_bucket()
         ...  # moto.storage_options() for Tessera/boto3, moto.lance_storage_options() for pylance
-        print(moto.counts())  # {"GET": 24, "PUT": 3, ...}
+        print(moto.counts())  # {"GET": 24, "PUT": 3, "DDB:PutItem": 1, ...}
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ def call(self, environ, start_response):
                 counts.clear()
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]
-    with lock:
-        counts[method] += 1
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    with lock:  # DynamoDB requests by action, S3 requests by method
+        counts["DDB:" + target.rsplit(".", 1)[-1] if target else method] += 1
     if method == "GET" and latency:
         time.sleep(latency)
     return real_call(self, environ, start_response)
