@@ -13,6 +13,8 @@ can only skip rows the filter would drop.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
@@ -53,13 +55,50 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
     return out
 
 
+def _fragment_summary(zones: zm.ZoneMap, fragment_id: int) -> tuple[list[zm.Zone], zm.Zone | None]:
+    """A fragment's zones in row order, and one zone bounding them all (None
+    when a zone has no usable bounds: NULLs only, NaN, incomparable values).
+    Computed once per zone map (zone maps are cached for the process)."""
+    cache: dict[int, tuple[list[zm.Zone], zm.Zone | None]] = zones.__dict__.setdefault("_tessera_summary", {})
+    hit = cache.get(fragment_id)
+    if hit is None:
+        zs = sorted(zones.zones.get(fragment_id, []), key=lambda z: z.start)
+        whole = None
+        clean = all(
+            z.nan_count == 0
+            and z.min is not None
+            and z.max is not None
+            and not zm._is_nan(z.min)
+            and not zm._is_nan(z.max)
+            for z in zs
+        )
+        if zs and clean:
+            try:
+                whole = zm.Zone(
+                    fragment_id,
+                    zs[0].start,
+                    sum(z.length for z in zs),
+                    min(z.min for z in zs),
+                    max(z.max for z in zs),
+                    sum(z.null_count for z in zs),
+                    0,
+                )
+            except TypeError:
+                whole = None
+        hit = cache[fragment_id] = (zs, whole)
+    return hit
+
+
 def _term_ranges(zones: zm.ZoneMap, term: RangeTerm, fragment_id: int) -> Ranges:
     if term.op == "in":
         value: object = [v.as_py() for v in term.values]
     else:
         value = term.values[0].as_py()
     out: Ranges = []
-    for z in sorted(zones.zones.get(fragment_id, []), key=lambda z: z.start):
+    zs, whole = _fragment_summary(zones, fragment_id)
+    if whole is not None and not zm._may(whole, term.op, value):
+        return out  # no zone's value range can hold a match: every zone lies inside the fragment's
+    for z in zs:
         if zm._may(z, term.op, value):
             if out and z.start <= out[-1][1]:
                 out[-1] = (out[-1][0], max(out[-1][1], z.start + z.length))
@@ -81,6 +120,31 @@ def pruner(
     if predicate is None or not zone_indices(index_section):
         return None
     return terms_pruner(store, index_section, fields, range_terms(predicate, schema), fragments)
+
+
+#: zone maps read in this process, by (table URI, index uuid), most recent last:
+#: an index's files are written once under a directory named by its uuid and
+#: never changed, so a cached map stays exact; bounded by entries
+_ZONEMAP_CACHE: OrderedDict[tuple[str, bytes], zm.ZoneMap] = OrderedDict()
+_ZONEMAP_CACHE_SIZE = 64
+_ZONEMAP_LOCK = threading.Lock()
+
+
+def _read_zonemap(store: ObjectStore, meta: table_pb2.IndexMetadata) -> zm.ZoneMap:
+    """:func:`zm.read_zonemap`, once per process for each index (scans of a
+    table, however opened, share it)."""
+    key = (store.uri, bytes(meta.uuid.uuid))
+    with _ZONEMAP_LOCK:
+        hit = _ZONEMAP_CACHE.get(key)
+        if hit is not None:
+            _ZONEMAP_CACHE.move_to_end(key)
+            return hit
+    zones = zm.read_zonemap(store, meta)
+    with _ZONEMAP_LOCK:
+        _ZONEMAP_CACHE[key] = zones
+        while len(_ZONEMAP_CACHE) > _ZONEMAP_CACHE_SIZE:
+            _ZONEMAP_CACHE.popitem(last=False)
+    return zones
 
 
 def terms_pruner(
@@ -107,7 +171,7 @@ def terms_pruner(
         key = bytes(meta.uuid.uuid)
         if key not in read:
             try:
-                zones = zm.read_zonemap(store, meta)
+                zones = _read_zonemap(store, meta)
                 covered = BitMap.deserialize(bytes(meta.fragment_bitmap)) if meta.fragment_bitmap else BitMap()
             except (FormatError, StoreError, OSError, ValueError) as exc:
                 log.warning("%s: zone map %s unreadable, not used (%s)", store.uri, meta.name, exc)
