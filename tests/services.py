@@ -384,3 +384,37 @@ class TesseraServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def run_in_threads(target, n: int, timeout: float = 120) -> list[BaseException]:
+    """``target(i)`` in ``n`` threads at once; the exceptions they raised."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            target(i)
+        except BaseException as exc:  # noqa: BLE001 - returned to the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout)
+    return errors
+
+
+def create_lance_dynamodb_table(ddb, name: str) -> None:
+    """The DynamoDB table pylance's ``s3+ddb://`` commit store uses (its own
+    key schema: ``base_uri``, ``version``), through boto3 client ``ddb``."""
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "base_uri", "KeyType": "HASH"}, {"AttributeName": "version", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "base_uri", "AttributeType": "S"},
+            {"AttributeName": "version", "AttributeType": "N"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )

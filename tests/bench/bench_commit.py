@@ -262,18 +262,7 @@ def s3_suite(n: int, processes: int) -> None:
         bucket = moto.new_bucket()
         ddb = moto.client("dynamodb")
         lance_table = f"lance-{uuid.uuid4().hex[:8]}"
-        ddb.create_table(
-            TableName=lance_table,
-            KeySchema=[
-                {"AttributeName": "base_uri", "KeyType": "HASH"},
-                {"AttributeName": "version", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "base_uri", "AttributeType": "S"},
-                {"AttributeName": "version", "AttributeType": "N"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        _services().create_lance_dynamodb_table(ddb, lance_table)
         create_table("tessera-bench", region="us-east-1", endpoint_url=moto.endpoint)
         t_store = f"dynamodb:///tessera-bench?region=us-east-1&endpoint_url={moto.endpoint}"
         t_opts, l_opts = moto.storage_options(), moto.lance_storage_options()

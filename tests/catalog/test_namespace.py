@@ -5,11 +5,11 @@ version as pylance does."""
 from __future__ import annotations
 
 import os
-import threading
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from tessera_test_services import run_in_threads
 
 import tessera
 from tessera.catalog.namespace import TesseraNamespace
@@ -182,21 +182,13 @@ def test_four_writers_race_through_the_namespace(warehouse):
     props, cat = warehouse
     tid = ["sales", "race"]
     lance.write_dataset(pa.table({"w": [-1], "k": [-1]}), namespace_client=_ns(props), table_id=tid, mode="create")
-    errors: list[BaseException] = []
 
     def writer(w: int) -> None:
         ns = _ns(props)
-        try:
-            for k in range(5):
-                lance.write_dataset(pa.table({"w": [w], "k": [k]}), namespace_client=ns, table_id=tid, mode="append")
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for k in range(5):
+            lance.write_dataset(pa.table({"w": [w], "k": [k]}), namespace_client=ns, table_id=tid, mode="append")
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
+    errors = run_in_threads(writer, 4)
     assert not errors, errors
     ns = _ns(props)
     assert _same_everywhere(cat, ns, tid) == 21
@@ -381,21 +373,14 @@ def test_tessera_writes_through_a_namespace(warehouse):
     assert t2.version == 5 and sorted(t2.to_arrow().column("i").to_pylist()) == [2, 3, 5, 40]
     t.append(pa.table({"i": [6]}))  # stale handle (version 4): conflict, rebase, version 6
     assert t.version == 6
-    errors: list[BaseException] = []
 
-    def writer(w: int) -> None:
-        try:
-            mine = tessera.Table.open("sales.client", namespace=_ns(props))
-            for k in range(3):
-                mine.append(pa.table({"i": [100 * w + k]}))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+    def writer(i: int) -> None:
+        w = i + 1  # writers 1, 2, 3
+        mine = tessera.Table.open("sales.client", namespace=_ns(props))
+        for k in range(3):
+            mine.append(pa.table({"i": [100 * w + k]}))
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in (1, 2, 3)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
+    errors = run_in_threads(writer, 3)
     assert not errors, errors
     assert _same_everywhere(cat, ns, tid) == 15
     got = sorted(cat.load_table("sales.client").to_arrow().column("i").to_pylist())

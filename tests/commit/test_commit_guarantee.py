@@ -12,6 +12,7 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pytest
+from tessera_test_services import create_lance_dynamodb_table
 
 from tessera.catalog import Table
 from tessera.catalog import errors as E
@@ -286,15 +287,7 @@ def test_pylance_with_its_own_dynamodb_commit_store_is_adopted(request, tmp_path
     moto = request.getfixturevalue("moto_server")
     ddb = moto.client("dynamodb")
     lance_table = f"lance-{uuid.uuid4().hex[:8]}"
-    ddb.create_table(
-        TableName=lance_table,
-        KeySchema=[{"AttributeName": "base_uri", "KeyType": "HASH"}, {"AttributeName": "version", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "base_uri", "AttributeType": "S"},
-            {"AttributeName": "version", "AttributeType": "N"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_lance_dynamodb_table(ddb, lance_table)
     ddb_uri = s.uri.replace("s3://", "s3+ddb://", 1) + f"?ddbTableName={lance_table}"
     ddb_opts = {**s.lance_opts, "dynamodb_endpoint": moto.endpoint}
     try:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pyarrow as pa
 import pytest
+from tessera_test_services import run_in_threads
 
 from tessera.catalog import Table
 from tessera.commit import handlers
@@ -75,21 +75,13 @@ def test_writers_that_take_the_lock_never_lose_a_version(tmp_path, monkeypatch):
             raise
 
     monkeypatch.setattr(LocalObjectStore, "put_if_not_exists", counted)
-    errors: list[BaseException] = []
 
     def writer(w: int) -> None:
-        try:
-            t = Table.open(uri)
-            for i in range(10):
-                t.append(_rows(100 * w + i))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        t = Table.open(uri)
+        for i in range(10):
+            t.append(_rows(100 * w + i))
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
+    errors = run_in_threads(writer, 4)
     assert not errors
     assert lost == []
     t = Table.open(uri)
