@@ -230,6 +230,8 @@ class NativeCommitHandler:
         self.bound = False
         #: table URI -> the manifest naming scheme last read there
         self._naming: dict[str, mf.NamingScheme] = {}
+        #: (table URI, path, bytes) of the manifest last read back after a lost create
+        self._read_back: tuple[str, str, bytes] | None = None
         #: the bound manifest's recorded probe verdict, and the one this writer's manifests record
         self.put_recorded: str | None = None
         self.put_record: str | None = None
@@ -312,6 +314,7 @@ class NativeCommitHandler:
         deadline: float | None = None,
     ) -> None:
         self.check_store(store)
+        self._read_back = None  # only the rebase right after this commit may use a read-back
         if base is not None:
             self.verify_base(store, base)
         path = paths.manifest_path(version, scheme)
@@ -342,9 +345,13 @@ class NativeCommitHandler:
 
         def read() -> str | None:
             try:
-                return transaction_uuid_of(store.read(path)) or "?"
+                data = store.read(path)
             except ObjectNotFoundError:
                 return None
+            # the winner's manifest: the rebase that follows reads this very
+            # version first, and a committed manifest never changes
+            self._read_back = (store.uri, path, data)
+            return transaction_uuid_of(data) or "?"
 
         try:
             return self.policy.read_back(read, deadline)
@@ -364,7 +371,13 @@ class NativeCommitHandler:
     def load(self, store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
         # a given version is read by name in the scheme last seen for this
         # table (a rebase reads each version after its base: no listing each)
-        mfile = tstore.load_manifest(store, version, self._naming.get(store.uri) if version is not None else None)
+        naming = self._naming.get(store.uri) if version is not None else None
+        seen, self._read_back = self._read_back, None
+        if seen is not None and naming is not None and version is not None:
+            uri, path, data = seen
+            if uri == store.uri and path == paths.manifest_path(version, naming):
+                return tstore.checked_manifest(store, path, data, version)  # read back after a lost create
+        mfile = tstore.load_manifest(store, version, naming)
         if mfile.naming is not None:
             self._naming[store.uri] = mfile.naming
         return mfile

@@ -46,7 +46,7 @@ def load_manifest(
         except ObjectNotFoundError:
             pass  # not under that name: the listing decides (and names what exists)
         else:
-            return _checked(store, path, data, version)
+            return checked_manifest(store, path, data, version)
     if version is None:  # the latest: found without parsing every name
         latest = mf.latest_manifest(store.list(paths.VERSIONS_DIR))
         if latest is None:
@@ -66,10 +66,11 @@ def load_manifest(
         data = store.read(path)
     except ObjectNotFoundError as exc:
         raise VersionNotFoundError(f"version {version} of {store.uri} vanished while being read") from exc
-    return _checked(store, path, data, version)
+    return checked_manifest(store, path, data, version)
 
 
-def _checked(store: ObjectStore, path: str, data: bytes, version: int) -> mf.ManifestFile:
+def checked_manifest(store: ObjectStore, path: str, data: bytes, version: int) -> mf.ManifestFile:
+    """The manifest of ``version`` parsed from ``data`` (read at ``path``), checked."""
     mfile = mf.read_manifest(data, f"{store.uri}/{path}")
     mf.check_flags(mfile.manifest, writing=False)
     mfile.fingerprint = fingerprint(data)

@@ -186,3 +186,24 @@ def test_a_rebase_lists_versions_once_and_reads_each_new_one_once(tmp_path, coun
     assert reads == [("list", "_versions")] + [("read", "manifest")] * 5
     assert [c[0] for c in calls].count("put_if_not_exists") == 1
     assert Table.open(uri).count_rows() == 7 * ROWS.num_rows
+
+
+def test_a_lost_create_reads_the_winners_manifest_once(tmp_path, counted, monkeypatch):
+    """Racing a writer outside the commit lock (here: no lock), a writer one
+    version behind loses the create, reads back whose manifest won, and its
+    rebase uses those bytes: the winner's manifest is read once."""
+    import contextlib
+
+    from tessera.commit import handlers
+
+    monkeypatch.setattr(handlers, "local_commit_lock", lambda store, deadline: contextlib.nullcontext(False))
+    calls, _ = counted
+    uri = str(tmp_path / "t")
+    Table.create(uri, ROWS)
+    behind, other = Table.open(uri), Table.open(uri)
+    other.append(ROWS)
+    calls.clear()
+    behind.append(ROWS)
+    assert [c for c in calls if c[0] in ("list", "read")] == [("read", "manifest"), ("list", "_versions")]
+    assert [c[0] for c in calls].count("put_if_not_exists") == 2  # lost, then won
+    assert Table.open(uri).count_rows() == 3 * ROWS.num_rows
