@@ -173,7 +173,8 @@ def build_manifest(
     ids = [f.id for f in m.fragments]
     if len(set(ids)) != len(ids):
         raise CommitError(f"duplicate fragment ids {sorted(i for i in set(ids) if ids.count(i) > 1)}")
-    top = max([assign.next_id - 1, _max_fragment_id(prev)] + ids)
+    # the assigner started above every id of prev (declared or present) and only grew
+    top = max([assign.next_id - 1] + ids)
     if top >= 0:
         m.max_fragment_id = top
     else:
