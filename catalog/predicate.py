@@ -740,6 +740,21 @@ def _parse(text: str) -> exp.Expr:
 
 
 def _translate(text: str, schema: pa.Schema, boolean: bool = True) -> tuple[pc.Expression, set[str]]:
+    """``text`` translated against ``schema``: the Expression and the columns
+    it reads.  Remembered for the last few (text, schema) pairs: a scan asks
+    for the expression and for its columns, and repeated scans repeat their
+    filters (an Expression is immutable; the set is copied)."""
+    expr, columns = _translate_cached(text, schema, boolean)
+    return expr, set(columns)
+
+
+@functools.lru_cache(maxsize=256)
+def _translate_cached(text: str, schema: pa.Schema, boolean: bool) -> tuple[pc.Expression, frozenset[str]]:
+    expr, columns = _translate_once(text, schema, boolean)
+    return expr, frozenset(columns)
+
+
+def _translate_once(text: str, schema: pa.Schema, boolean: bool = True) -> tuple[pc.Expression, set[str]]:
     translator = _Translator(text, schema)
     try:
         value = translator.visit(_parse(text))

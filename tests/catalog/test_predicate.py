@@ -1034,3 +1034,18 @@ def test_range_terms_are_implied_by_the_filter() -> None:
             assert not (mask & ~holds).any(), (text, t)
     # an Expression's terms: see tests/catalog/test_pruning_views.py
     assert [(t.column, t.op) for t in range_terms(pc.field("key") > 3, data.schema)] == [("key", ">")]
+
+
+def test_a_remembered_translation_is_per_schema_and_not_shared():
+    """Translations are remembered by (text, schema): the same text against
+    another schema is translated (and checked) anew, and a caller changing the
+    column set it got changes nothing for the next one."""
+    ints = pa.schema([("a", pa.int64()), ("b", pa.int64())])
+    strings = pa.schema([("a", pa.string()), ("b", pa.int64())])
+    assert to_expression("a > 3", ints).equals(to_expression("a > 3", ints))
+    to_expression("a > 3 AND a + 1 > b", ints)  # remembered for the int schema...
+    with pytest.raises(PredicateError):
+        to_expression("a > 3 AND a + 1 > b", strings)  # ...not reused for a string column
+    cols = referenced_columns("a > 3 AND b < 2", ints)
+    cols.add("zzz")
+    assert referenced_columns("a > 3 AND b < 2", ints) == {"a", "b"}
