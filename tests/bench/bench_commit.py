@@ -2,11 +2,21 @@
 
     python tests/bench/bench_commit.py [--commits 500] [--only native,sqlite,...]
     python tests/bench/bench_commit.py --local-only [--commits 200]
+    python tests/bench/bench_commit.py --s3 [--commits 20] [--processes 7]
+
+Tables go under ``tempfile``'s directory: set ``TMPDIR`` to a directory of
+the disk you mean to measure.  On the development machines /tmp itself made
+pylance's appends 2-3x slower than elsewhere on the same disk (Tessera's
+about 1.4x), which flatters Tessera.
 
 ``--local-only``: appends of 100 rows by path (a fresh open each) and with a
-held handle, Tessera vs pylance interleaved; then 4 x 50 and 8 x 25 appender
-processes on one table each (wall time, errors reaching the caller, rows
-checked exactly once).
+held handle, Tessera vs pylance in blocks of 25; then 4 x 50 and 8 x 25
+appender processes on one table each, 3 rounds (wall time, errors reaching
+the caller, rows checked exactly once).
+
+``--s3``: requests per 1-row append counted at moto's server (held handle,
+fresh handle, new process; native and DynamoDB; pylance's ``s3://`` and
+``s3+ddb://`` beside them) and a new process's open + append time.
 
 Every run measures, in the same process and run:
   pylance      lance.write_dataset(mode="append") on local disk
