@@ -55,47 +55,13 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
     return out
 
 
-def _fragment_summary(zones: zm.ZoneMap, fragment_id: int) -> tuple[list[zm.Zone], zm.Zone | None]:
-    """A fragment's zones in row order, and one zone bounding them all (None
-    when a zone has no usable bounds: NULLs only, NaN, incomparable values).
-    Computed once per zone map (zone maps are cached for the process)."""
-    cache: dict[int, tuple[list[zm.Zone], zm.Zone | None]] = zones.__dict__.setdefault("_tessera_summary", {})
-    hit = cache.get(fragment_id)
-    if hit is None:
-        zs = sorted(zones.zones.get(fragment_id, []), key=lambda z: z.start)
-        whole = None
-        clean = all(
-            z.nan_count == 0
-            and z.min is not None
-            and z.max is not None
-            and not zm._is_nan(z.min)
-            and not zm._is_nan(z.max)
-            for z in zs
-        )
-        if zs and clean:
-            try:
-                whole = zm.Zone(
-                    fragment_id,
-                    zs[0].start,
-                    sum(z.length for z in zs),
-                    min(z.min for z in zs),
-                    max(z.max for z in zs),
-                    sum(z.null_count for z in zs),
-                    0,
-                )
-            except TypeError:
-                whole = None
-        hit = cache[fragment_id] = (zs, whole)
-    return hit
-
-
 def _term_ranges(zones: zm.ZoneMap, term: RangeTerm, fragment_id: int) -> Ranges:
     if term.op == "in":
         value: object = [v.as_py() for v in term.values]
     else:
         value = term.values[0].as_py()
     out: Ranges = []
-    zs, whole = _fragment_summary(zones, fragment_id)
+    zs, whole = zones.fragment(fragment_id)
     if whole is not None and not zm._may(whole, term.op, value):
         return out  # no zone's value range can hold a match: every zone lies inside the fragment's
     for z in zs:

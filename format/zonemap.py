@@ -57,9 +57,36 @@ class ZoneMap:
     zones: dict[int, list[Zone]] = field(default_factory=dict)  # by fragment id
     #: row offsets holding NULL, by fragment id (the file's global buffer 1; empty fragments omitted)
     null_rows: dict[int, BitMap] = field(default_factory=dict)
+    #: :meth:`fragment` answers, by fragment id (filled as asked; the zones must not change after)
+    _by_fragment: dict[int, tuple[list[Zone], Zone | None]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def all_zones(self) -> list[Zone]:
         return [z for fid in sorted(self.zones) for z in self.zones[fid]]
+
+    def fragment(self, fragment_id: int) -> tuple[list[Zone], Zone | None]:
+        """A fragment's zones in row order, and one zone bounding them all
+        (None when a zone has no usable bounds: NULLs only, NaN, values that
+        do not compare).  Remembered: ask only once the map is complete."""
+        hit = self._by_fragment.get(fragment_id)
+        if hit is None:
+            zs = sorted(self.zones.get(fragment_id, []), key=lambda z: z.start)
+            whole = None
+            clean = all(
+                z.nan_count == 0 and not (z.min is None or z.max is None or _is_nan(z.min) or _is_nan(z.max))
+                for z in zs
+            )
+            if zs and clean:
+                try:
+                    lo, hi = min(z.min for z in zs), max(z.max for z in zs)
+                except TypeError:
+                    lo = hi = None
+                if lo is not None:
+                    nulls = sum(z.null_count for z in zs)
+                    whole = Zone(fragment_id, zs[0].start, sum(z.length for z in zs), lo, hi, nulls, 0)
+            hit = self._by_fragment[fragment_id] = (zs, whole)
+        return hit
 
 
 def _uuid_str(meta: table_pb2.IndexMetadata) -> str:

@@ -47,7 +47,7 @@ _LOCK_POLL_MAX = 0.0005
 
 @contextlib.contextmanager
 def advisory_lock(path: str, wait: float) -> Iterator[bool]:
-    """Hold an exclusive ``flock`` on the file ``path`` (created if absent)
+    """Hold an exclusive ``flock`` on the file ``path`` (created, with its folder, if absent)
     for the ``with`` block; yields True when held, False when it stayed busy
     for ``wait`` seconds or cannot be taken here (no such file system support,
     a read-only directory): the caller then goes on without it.
@@ -64,7 +64,11 @@ def advisory_lock(path: str, wait: float) -> Iterator[bool]:
         yield False
         return
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # its folder first (a new table's first commit)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:
         yield False
         return
@@ -315,13 +319,8 @@ class LocalObjectStore:
             raise typed from exc
 
     def advisory_lock(self, path: str, wait: float) -> contextlib.AbstractContextManager[bool]:
-        """:func:`advisory_lock` on the object ``path`` (its folder is created)."""
-        full = self._full(path)
-        try:
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-        except OSError:
-            pass  # advisory_lock yields False when it cannot open the file
-        return advisory_lock(full, wait)
+        """:func:`advisory_lock` on the object ``path``."""
+        return advisory_lock(self._full(path), wait)
 
     def put_if_not_exists(self, path: str, data: bytes) -> None:
         final = self._full(path)

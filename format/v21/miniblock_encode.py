@@ -454,24 +454,26 @@ def _small_page(levels: PageLevels, values: LeafValues) -> bool:
     )
 
 
-def _small_choice(values: FixedValues) -> tuple[int | None, np.ndarray | None]:
+def _small_choice(values: FixedValues) -> tuple[int | None, int, np.ndarray | None]:
     """The general path's choice for a one-chunk page, computed directly:
-    ``(bitpack T or None, run starts when RLE is chosen else None)``."""
+    ``(bitpack T or None, bit width of the largest value (when it can be
+    bit-packed), run starts when RLE is chosen else None)``."""
+    # an unsigned view where numpy has one (bit-packing and RLE need it; wider values stay flat)
+    u = values.data.view(f"<u{values.width}") if values.width in (1, 2, 4, 8) else None
     flat_bytes = values.nbytes()
-    packed = None
-    if bitpack_encode.can_pack(values):
-        u = values.data.view(f"<u{values.width}")
+    width, packed = 0, None
+    if u is not None and bitpack_encode.can_pack(values):
         # one block of 1024 values: the width word plus 128 bytes per bit of the largest value
-        packed = values.width + 128 * int(u.max()).bit_length()
+        width = int(u.max()).bit_length()
+        packed = values.width + 128 * width
     other = flat_bytes if packed is None else min(flat_bytes, packed)
-    if rle_encode.eligible(values):
-        u = values.data.view(f"<u{values.width}")
+    if u is not None and rle_encode.eligible(values):
         starts = rle_encode._segments(u)
         if int(rle_encode._pieces(starts, len(u)).sum()) * (values.width + 1) < other:
-            return None, starts
+            return None, width, starts
     if packed is not None and packed <= (1 - bitpack_encode.MIN_SAVING) * bitpack_encode.BLOCK * values.width:
-        return values.bits_per_value, None
-    return None, None
+        return values.bits_per_value, width, None
+    return None, width, None
 
 
 def _pad_to8(parts: list[bytes], b: bytes) -> None:
@@ -484,21 +486,13 @@ def _encode_single(levels: PageLevels, values: FixedValues, large: bool, choice)
     """One chunk written directly (see :func:`_small_page`): the same bytes as
     the general planner and serializer, without their per-page numpy work.
     ``choice`` is :func:`_small_choice`'s.  Returns ``(bitpack, rle, nbuf, data, total)``."""
-    bitpack, starts = choice
-    w = values.width
+    bitpack, width, starts = choice
     if starts is not None:
-        u = values.data.view(f"<u{w}")
-        n = len(u)
-        lengths = np.diff(np.append(starts, n))
-        pieces = (lengths + rle_encode.MAX_RUN - 1) // rle_encode.MAX_RUN
-        run_vals = np.repeat(u[starts], pieces)
-        piece_len = np.full(len(run_vals), rle_encode.MAX_RUN, dtype=np.int64)
-        piece_len[np.cumsum(pieces) - 1] = lengths - (pieces - 1) * rle_encode.MAX_RUN
-        bufs = [run_vals.tobytes(), piece_len.astype(np.uint8).tobytes()]
+        u = values.data.view(f"<u{values.width}")
+        bufs = [b.tobytes() for b in rle_encode.run_pieces(u, starts)]
     elif bitpack:
-        u = values.data.view(f"<u{w}")
-        width = int(u.max()).bit_length()
-        head = np.array([width], dtype=f"<u{w}").tobytes()
+        u = values.data.view(f"<u{values.width}")
+        head = np.array([width], dtype=u.dtype).tobytes()
         if width:
             block = np.zeros((1, bitpack_encode.BLOCK), dtype=u.dtype)
             block[0, : len(u)] = u
@@ -565,7 +559,7 @@ def encode_miniblock(levels: PageLevels, values: LeafValues, max_rep: int, large
         assert isinstance(values, FixedValues)
         choice = _small_choice(values)
         # bit-packed and RLE chunks hold every small page; flat ones up to _initial_count values
-        if choice[0] is not None or choice[1] is not None or values.n <= _initial_count(values, None):
+        if choice[0] is not None or choice[2] is not None or values.n <= _initial_count(values, None):
             bitpack, rle, nbuf, data, total = _encode_single(levels, values, large, choice)
             return _finish(levels, values, max_rep, large, bitpack, rle, nbuf, data, total, None)
     var_buf = _small_variable(levels, values)

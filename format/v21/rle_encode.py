@@ -87,25 +87,25 @@ def chunk_sizes(values: FixedValues, vs: np.ndarray, ve: np.ndarray) -> list[np.
     return [per_chunk * values.width, per_chunk]
 
 
-def chunk_buffers(values: FixedValues, vs: np.ndarray, ve: np.ndarray):
-    """``(run values as u8, run lengths as u8, first piece of each chunk, pieces per chunk)``."""
-    u = _unsigned(values)
-    n = len(u)
-    starts, pieces, per_chunk = _chunk_runs(values, vs, ve)
-    lengths = np.diff(np.concatenate([starts, [n]]))
-    total = int(pieces.sum())
+def run_pieces(u: np.ndarray, starts: np.ndarray, pieces: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of ``u`` starting at ``starts``, split in pieces of at most
+    :data:`MAX_RUN`: ``(piece values as u8, piece lengths as u8)``."""
+    lengths = np.diff(np.concatenate([starts, [len(u)]]))
+    if pieces is None:
+        pieces = (lengths + MAX_RUN - 1) // MAX_RUN
     run_vals = np.repeat(u[starts], pieces)
     # every piece is MAX_RUN long but the last of its run, which takes the remainder
-    piece_len = np.full(total, MAX_RUN, dtype=np.int64)
-    last = np.cumsum(pieces) - 1
-    piece_len[last] = lengths - (pieces - 1) * MAX_RUN
+    piece_len = np.full(len(run_vals), MAX_RUN, dtype=np.int64)
+    piece_len[np.cumsum(pieces) - 1] = lengths - (pieces - 1) * MAX_RUN
+    return np.ascontiguousarray(run_vals).view(np.uint8), piece_len.astype(np.uint8)
+
+
+def chunk_buffers(values: FixedValues, vs: np.ndarray, ve: np.ndarray):
+    """``(run values as u8, run lengths as u8, first piece of each chunk, pieces per chunk)``."""
+    starts, pieces, per_chunk = _chunk_runs(values, vs, ve)
+    run_vals, piece_len = run_pieces(_unsigned(values), starts, pieces)
     first = np.cumsum(per_chunk) - per_chunk
-    return (
-        np.ascontiguousarray(run_vals).view(np.uint8),
-        piece_len.astype(np.uint8),
-        first,
-        per_chunk,
-    )
+    return run_vals, piece_len, first, per_chunk
 
 
 def encoding(bits: int) -> pb.CompressiveEncoding:
