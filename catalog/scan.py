@@ -8,7 +8,6 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as pads
 
 from tessera.format import schema as lschema
 from tessera.format.protos import table_pb2
@@ -53,6 +52,8 @@ def merge_ranges(ranges: Sequence[tuple[int, int]] | None, n: int) -> list[tuple
 
 def evaluate(expr, batch: pa.RecordBatch) -> pa.Array:
     """Evaluate a pyarrow compute expression over a batch."""
+    import pyarrow.dataset as pads  # Acero: imported on the first filter, not with the package
+
     out = pads.Scanner.from_batches([batch], schema=batch.schema, columns={"v": expr}).to_table().column("v")
     return one_array(out)
 
@@ -120,8 +121,6 @@ class Scan:
         with_row_id: bool = False,
         readahead: int | None = None,
     ) -> None:
-        from . import predicate as lpred
-
         if limit is not None and limit < 0 or offset is not None and offset < 0:
             raise InvalidArgumentError("limit and offset must be non-negative")
         if batch_size <= 0:
@@ -146,9 +145,12 @@ class Scan:
             out.append(ROW_ID)
         self.columns = out
         self._special_out = any(c in self.special for c in out)  # row addresses or ids asked for
-        self.expr = lpred.to_expression(filter, schema) if filter is not None else None
+        self.expr = None
         needed = [c for c in out if c not in self.special]
-        if self.expr is not None:
+        if filter is not None:
+            from . import predicate as lpred  # sqlglot and Acero: imported with the first filter
+
+            self.expr = lpred.to_expression(filter, schema)
             for c in sorted(lpred.referenced_columns(filter, schema)):
                 if c not in needed:
                     needed.append(c)

@@ -660,8 +660,6 @@ class Table:
         at once on a remote store such as S3 (1: one at a time)."""
         if readahead is not None and (isinstance(readahead, bool) or not isinstance(readahead, int) or readahead < 1):
             raise InvalidArgumentError(f"readahead must be a positive integer, got {readahead!r}")
-        from .pruning import pruner
-
         scan = Scan(
             self._store,
             self.manifest.fragments,
@@ -676,9 +674,12 @@ class Table:
             with_row_id,
             readahead,
         )
-        scan.row_ranges = pruner(
-            self._store, self._mfile.index_section, self._fields, self._schema, filter, scan.fragments
-        )
+        if filter is not None:
+            from .pruning import pruner  # the predicate machinery: imported with the first filter
+
+            scan.row_ranges = pruner(
+                self._store, self._mfile.index_section, self._fields, self._schema, filter, scan.fragments
+            )
         return scan
 
     def to_arrow(

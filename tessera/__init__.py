@@ -32,10 +32,24 @@ if _os.path.isfile(_os.path.join(_root, "pyproject.toml")) and _os.path.isfile(
 ):
     __path__.append(_root)  # noqa: F821 - the package's own search path
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
+
 from .catalog import errors  # noqa: E402
-from .catalog.catalog import Catalog, connect  # noqa: E402
 from .catalog.errors import TesseraError  # noqa: E402
 from .catalog.table import Table  # noqa: E402
+
+if _TYPE_CHECKING:
+    from .catalog.catalog import Catalog, connect
+
+
+def __getattr__(name: str) -> object:
+    """``Catalog`` and ``connect`` import SQLAlchemy's ORM (about a third of a
+    second): a program that only opens tables by URI never pays for it."""
+    if name in ("Catalog", "connect"):
+        from .catalog import catalog
+
+        return getattr(catalog, name)
+    raise AttributeError(f"module 'tessera' has no attribute {name!r}")
 
 
 class _RegisterNamespace:

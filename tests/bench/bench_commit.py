@@ -226,7 +226,9 @@ def bench_concurrent(work: str, writers: int, appends: int) -> dict[str, tuple[f
 
 
 _NEW_PROCESS = r"""
-import json, sys, time
+import time
+t_start = time.perf_counter()
+import json, sys
 kind, uri, opts, store = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4] or None
 import pyarrow as pa
 rows = pa.table({"i": pa.array([7], pa.int64()), "s": ["new"]})
@@ -234,6 +236,7 @@ if kind == "pylance":
     import lance
 else:
     from tessera.catalog import Table
+imported = time.perf_counter() - t_start
 print("imported", flush=True)
 sys.stdin.readline()  # the parent zeroes the server's counts, then says go
 t0 = time.perf_counter()
@@ -241,7 +244,7 @@ if kind == "pylance":
     lance.write_dataset(rows, uri, mode="append", storage_options=opts)
 else:
     Table.open(uri, commit_store=store, storage_options=opts).append(rows)
-print(json.dumps({"seconds": time.perf_counter() - t0}), flush=True)
+print(json.dumps({"seconds": time.perf_counter() - t0, "imported": imported}), flush=True)
 """
 
 
@@ -251,11 +254,22 @@ def _requests(counts: dict[str, int]) -> str:
     return f"{s3}" + (f" + {ddb} DDB" if ddb else "")
 
 
+def _byte_compile() -> None:
+    """Byte-compile Tessera's modules as pip does on install: with
+    PYTHONDONTWRITEBYTECODE set (as on these machines) a source checkout
+    recompiles every module in every new process, which an installed Tessera
+    never does (pylance's Python modules are compiled in site-packages)."""
+    import compileall
+
+    for folder in ("tessera", "catalog", "commit", "format", "stores"):
+        compileall.compile_dir(os.path.join(_ROOT, folder), quiet=1)
+
+
 def s3_suite(n: int, processes: int) -> None:
     """Requests per 1-row append counted at moto's server (a process of its
     own), held handle / fresh handle / new process, native S3 and DynamoDB,
-    Tessera and pylance; and the wall time of a new process's open + append
-    (after its imports: both libraries import before the clock starts)."""
+    Tessera and pylance; and a new process's time: its imports, then its
+    open + append (timed apart: the parent zeroes the request counts between)."""
     import json
     import subprocess
 
@@ -267,6 +281,7 @@ def s3_suite(n: int, processes: int) -> None:
 
     for k, v in _services().AWS_ENV.items():
         os.environ.setdefault(k, v)
+    _byte_compile()
     rows = _row(0)
     with MotoProcess() as moto:
         bucket = moto.new_bucket()
@@ -287,7 +302,10 @@ def s3_suite(n: int, processes: int) -> None:
             f"moto S3/DynamoDB in a process of its own; requests per 1-row append counted at the server "
             f"(medians of {n}; new process: {processes} processes)"
         )
-        print(f"{'case':16} {'held':>10} {'fresh':>10} {'new process':>12} {'new-process open+append ms':>27}")
+        print(
+            f"{'case':16} {'held':>10} {'fresh':>10} {'new process':>12} "
+            f"{'new process ms: import':>23} {'open+append':>12} {'both':>6}"
+        )
         for name, (kind, uri, opts, store) in cases.items():
             held_counts, fresh_counts = [], []
             if kind == "pylance":
@@ -306,7 +324,7 @@ def s3_suite(n: int, processes: int) -> None:
                     held_counts.append(moto.reset())
                     Table.open(uri, commit_store=store, storage_options=opts).append(rows)
                     fresh_counts.append(moto.reset())
-            new_counts, seconds = [], []
+            new_counts, seconds, imports = [], [], []
             for _ in range(processes):
                 proc = subprocess.Popen(
                     [sys.executable, "-c", _NEW_PROCESS, kind, uri, json.dumps(opts), store or ""],
@@ -320,7 +338,9 @@ def s3_suite(n: int, processes: int) -> None:
                 moto.reset()
                 proc.stdin.write("go\n")
                 proc.stdin.flush()
-                seconds.append(json.loads(proc.stdout.readline())["seconds"])
+                reply = json.loads(proc.stdout.readline())
+                seconds.append(reply["seconds"])
+                imports.append(reply["imported"])
                 proc.wait(60)
                 new_counts.append(moto.reset())
 
@@ -331,7 +351,8 @@ def s3_suite(n: int, processes: int) -> None:
 
             print(
                 f"{name:16} {med(held_counts):>10} {med(fresh_counts):>10} {med(new_counts):>12} "
-                f"{statistics.median(seconds) * 1e3:27.1f}"
+                f"{statistics.median(imports) * 1e3:23.1f} {statistics.median(seconds) * 1e3:12.1f} "
+                f"{statistics.median([a + b for a, b in zip(imports, seconds)]) * 1e3:6.0f}"
             )
         ddb.delete_table(TableName=lance_table)
 
