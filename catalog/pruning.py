@@ -64,6 +64,9 @@ def _term_ranges(zones: zm.ZoneMap, term: RangeTerm, fragment_id: int) -> Ranges
     zs, whole = zones.fragment(fragment_id)
     if whole is not None and not zm._may(whole, term.op, value):
         return out  # no zone's value range can hold a match: every zone lies inside the fragment's
+    fast = zones.may_ranges(fragment_id, term.op, value)
+    if fast is not None:
+        return fast
     for z in zs:
         if zm._may(z, term.op, value):
             if out and z.start <= out[-1][1]:

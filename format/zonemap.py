@@ -61,6 +61,8 @@ class ZoneMap:
     _by_fragment: dict[int, tuple[list[Zone], Zone | None]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    #: :meth:`may_ranges`' arrays, by fragment id (None: its zones do not fit one)
+    _arrays: dict[int, _ZoneArrays | None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def all_zones(self) -> list[Zone]:
         return [z for fid in sorted(self.zones) for z in self.zones[fid]]
@@ -87,6 +89,101 @@ class ZoneMap:
                     whole = Zone(fragment_id, zs[0].start, sum(z.length for z in zs), lo, hi, nulls, 0)
             hit = self._by_fragment[fragment_id] = (zs, whole)
         return hit
+
+    def may_ranges(self, fragment_id: int, op: str, value: Any) -> list[tuple[int, int]] | None:
+        """The row ranges of a fragment whose zones may hold a value matching
+        ``column <op> value`` (what :func:`_may` says zone by zone, merged where
+        zones touch), decided with one numpy comparison over all its zones.
+        None when that cannot be done exactly (zones without bounds, NaN,
+        values other than int64-sized integers or floats, a value of another
+        kind than the zones'): the caller asks zone by zone instead."""
+        arrays = self._arrays.get(fragment_id, _UNSET)
+        if arrays is _UNSET:
+            arrays = self._arrays[fragment_id] = _ZoneArrays.of(self.fragment(fragment_id))
+        if arrays is None:
+            return None
+        assert isinstance(arrays, _ZoneArrays)
+        return arrays.may_ranges(op, value)
+
+
+_UNSET: Any = object()
+_INT64: tuple[int, int] = (-(1 << 63), (1 << 63) - 1)
+
+
+@dataclass(frozen=True)
+class _ZoneArrays:
+    """A fragment's clean zones (bounds on every one, no NaN) as arrays."""
+
+    starts: np.ndarray
+    stops: np.ndarray
+    mins: np.ndarray
+    maxs: np.ndarray
+    kind: type  # int or float: the Python type of every bound
+
+    @classmethod
+    def of(cls, found: tuple[list[Zone], Zone | None]) -> _ZoneArrays | None:
+        zs, whole = found
+        if not zs or whole is None:  # no zones, or one without usable bounds
+            return None
+        bounds = [z.min for z in zs] + [z.max for z in zs]
+        kinds = {type(b) for b in bounds}
+        if kinds == {int}:
+            if min(bounds) < _INT64[0] or max(bounds) > _INT64[1]:
+                return None
+            dtype: Any = np.int64
+        elif kinds == {float}:
+            dtype = np.float64
+        else:
+            return None
+        n = len(zs)
+        return cls(
+            np.fromiter((z.start for z in zs), np.int64, n),
+            np.fromiter((z.start + z.length for z in zs), np.int64, n),
+            np.array(bounds[:n], dtype=dtype),
+            np.array(bounds[n:], dtype=dtype),
+            kinds.pop(),
+        )
+
+    def _fits(self, v: Any) -> bool:
+        kind_ok = type(v) is self.kind
+        return kind_ok and (self.kind is float or _INT64[0] <= int(v) <= _INT64[1])
+
+    def may_ranges(self, op: str, value: Any) -> list[tuple[int, int]] | None:
+        values = list(value) if op in ("in", "between") else [value]
+        if not values or not all(self._fits(v) for v in values):
+            return None
+        if any(isinstance(v, float) and math.isnan(v) for v in values):
+            return None
+        lo, hi = self.mins, self.maxs
+        if op == "=":
+            mask = (lo <= value) & (hi >= value)
+        elif op == "<":
+            mask = lo < value
+        elif op == "<=":
+            mask = lo <= value
+        elif op == ">":
+            mask = hi > value
+        elif op == ">=":
+            mask = hi >= value
+        elif op == "between":
+            a, b = values
+            mask = (lo <= b) & (hi >= a) & (a <= b)
+        elif op == "in":
+            mask = np.zeros(len(lo), dtype=bool)
+            for v in values:
+                mask |= (lo <= v) & (hi >= v)
+        else:
+            raise ValueError(f"unknown op {op!r}")
+        keep = np.flatnonzero(mask)
+        if not keep.size:
+            return []
+        starts, stops = self.starts[keep], self.stops[keep]
+        # a run of touching (or overlapping) zones is one range
+        new = np.flatnonzero(starts[1:] > np.maximum.accumulate(stops)[:-1]) + 1
+        firsts = np.concatenate(([0], new))
+        lasts = np.concatenate((new, [keep.size])) - 1
+        ends = np.maximum.accumulate(stops)[lasts]
+        return list(zip(starts[firsts].tolist(), ends.tolist()))
 
 
 def _uuid_str(meta: table_pb2.IndexMetadata) -> str:

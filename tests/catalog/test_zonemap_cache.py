@@ -92,3 +92,64 @@ def test_the_fragment_bound_never_drops_a_zone():
         term = RangeTerm("x", op, tuple(values))
         for fid in range(3):
             assert pruning._term_ranges(zmap, term, fid) == _walk(zmap, op, want, fid)
+
+
+def test_zones_compared_as_arrays_give_the_zone_by_zone_ranges():
+    """``ZoneMap.may_ranges`` (one numpy comparison over a fragment's zones)
+    answers what walking zone by zone answers: integer and float zones, gaps
+    between zones, zones given out of order, every operator, values of the
+    other kind or beyond int64 (where it declines, and the walk decides)."""
+    import random
+
+    from tessera.catalog.predicate import RangeTerm
+    from tessera.format import zonemap as zm
+
+    rng = random.Random(11)
+    declined = answered = 0
+    for case in range(400):
+        ints = case % 2 == 0
+        zmap = zm.ZoneMap(10, pa.int64() if ints else pa.float64())
+        start = 0
+        zones = []
+        for _ in range(rng.randint(1, 12)):
+            start += rng.choice([0, 0, 0, 5])  # now and then a gap (deleted rows of a rewritten fragment)
+            lo = rng.randint(-100, 100) if ints else rng.uniform(-100, 100)
+            hi = lo + (rng.randint(0, 30) if ints else rng.uniform(0, 30))
+            zones.append(zm.Zone(0, start, 10, lo, hi, rng.choice([0, 0, 3]), 0))
+            start += 10
+        rng.shuffle(zones)
+        zmap.zones[0] = zones
+        op = rng.choice(["=", "<", "<=", ">", ">=", "in", "between"])
+
+        def value():
+            pick = rng.random()
+            if pick < 0.1:
+                return 1 << 70  # beyond int64
+            if pick < 0.2:
+                return rng.uniform(-120, 120) if ints else rng.randint(-120, 120)  # the other kind
+            return rng.randint(-120, 140) if ints else rng.uniform(-120, 140)
+
+        want = [value() for _ in range(3)] if op == "in" else (value(), value()) if op == "between" else value()
+        fast = zmap.may_ranges(0, op, want)
+        if fast is None:
+            declined += 1
+        else:
+            answered += 1
+            assert fast == _walk(zmap, op, want, 0), (op, want, zones)
+        vals = want if op == "in" else [want]
+        if op != "between" and all(not isinstance(v, int) or abs(v) < 1 << 62 for v in vals):
+            term = RangeTerm("x", op, tuple(pa.scalar(v) for v in vals))
+            assert pruning._term_ranges(zmap, term, 0) == _walk(zmap, op, want, 0)
+    assert answered > 250 and declined > 20  # both paths were exercised
+
+
+def test_zones_without_bounds_are_never_compared_as_arrays():
+    from tessera.format import zonemap as zm
+
+    zmap = zm.ZoneMap(10, pa.float64())
+    zmap.zones[0] = [zm.Zone(0, 0, 10, 1.0, 2.0, 0, 0), zm.Zone(0, 10, 10, None, None, 10, 0)]
+    zmap.zones[1] = [zm.Zone(1, 0, 10, 1.0, float("nan"), 0, 1)]
+    zmap.zones[2] = [zm.Zone(2, 0, 10, 1, 5, 0, 0), zm.Zone(2, 10, 10, 1.5, 9.0, 0, 0)]  # mixed kinds
+    assert zmap.may_ranges(0, ">", 0.0) is None
+    assert zmap.may_ranges(1, ">", 0.0) is None
+    assert zmap.may_ranges(2, ">", 0) is None
