@@ -29,6 +29,9 @@ CHECK = textwrap.dedent("""
             pass
         else:
             raise SystemExit(f"a top-level {name!r} package is importable")
+    from tessera.format.encodings import fastlanes
+    assert fastlanes.native is not None, "the wheel lacks the C accelerator"
+    assert fastlanes.native.__file__.startswith(sys.prefix), fastlanes.native.__file__
     import pyarrow as pa
     cat = tessera.connect(warehouse=sys.argv[1])
     cat.create_namespace("n")

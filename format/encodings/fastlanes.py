@@ -19,10 +19,21 @@ from __future__ import annotations
 
 import functools
 import struct
+import sys
+from types import ModuleType
 
 import numpy as np
 
 from . import buffers
+
+#: the C accelerator (``_fastlanes.c``), when it was built and the host is
+#: little-endian (it reads the packed words in native order); None: numpy decodes
+native: ModuleType | None = None
+if sys.byteorder == "little":
+    try:
+        from . import _fastlanes as native  # type: ignore[attr-defined, no-redef]
+    except ImportError:  # built without a C compiler: the numpy path below decodes alone
+        native = None
 
 BLOCK_VALUES = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
@@ -98,6 +109,20 @@ _BATCH_BLOCKS = 128  # keeps the temporaries of one batch cache-sized
 
 def _unpack_into(words: np.ndarray, out: np.ndarray, bit_width: int, type_bits: int) -> None:
     """Unpack ``words`` (blocks, W, LANES) into ``out`` (blocks, 1024), same dtype."""
+    if (
+        native is not None
+        and bit_width
+        and words.flags.c_contiguous
+        and out.flags.c_contiguous
+        and out.flags.aligned
+        and out.flags.writeable
+    ):
+        native.unpack(words, out, type_bits, bit_width, words.shape[0])
+        return
+    _unpack_into_numpy(words, out, bit_width, type_bits)
+
+
+def _unpack_into_numpy(words: np.ndarray, out: np.ndarray, bit_width: int, type_bits: int) -> None:
     W, T = bit_width, type_bits
     num_blocks = words.shape[0]
     out3 = out.reshape(num_blocks, T, BLOCK_VALUES // T)
@@ -216,6 +241,10 @@ def unpack_blocks_at(data, starts, bit_widths, type_bits: int) -> np.ndarray:
     dtype = _native(type_bits)
     out = buffers.empty((starts.size, BLOCK_VALUES), dtype=dtype)  # every block is written below
     if starts.size == 0:
+        return out.reshape(-1)
+    if native is not None and raw.flags.c_contiguous and out.flags.c_contiguous:
+        # every block straight from its offset (sizes, widths and offsets checked there)
+        native.unpack_at(raw, np.ascontiguousarray(starts), np.ascontiguousarray(widths), out, type_bits)
         return out.reshape(-1)
     lanes = BLOCK_VALUES // type_bits
     for W in np.unique(widths).tolist():
