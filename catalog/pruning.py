@@ -147,9 +147,7 @@ def terms_pruner(
                 read[key] = None
             else:
                 # a fragment is pruned only when its zones tile exactly its rows
-                good = BitMap(
-                    f for f in covered if f in rows and sum(z.length for z in zones.zones.get(f, [])) == rows[f]
-                )
+                good = BitMap(f for f in covered if f in rows and zones.rows(f) == rows[f])
                 read[key] = (zones, good)
         return read[key]
 

@@ -318,12 +318,21 @@ class Scan:
             m = mask_of(self.expr, batch if batch is not None else pa.record_batch({"_": pa.nulls(n)}))
             keep = m if keep is None else (keep & m)
         if keep is not None:
-            if not keep.any():
+            first = int(keep.argmax())
+            if not keep[first]:
                 return None
-            if batch is not None:
-                batch = batch.filter(pa.array(keep))
-            if positions is not None:
-                positions = positions[keep]
+            last = n - 1 - int(keep[::-1].argmax())
+            if int(np.count_nonzero(keep[first : last + 1])) == last + 1 - first:
+                # one run of kept rows (a range filter on a sorted column): a slice, no copy
+                if batch is not None:
+                    batch = batch.slice(first, last + 1 - first)
+                if positions is not None:
+                    positions = positions[first : last + 1]
+            else:
+                if batch is not None:
+                    batch = batch.filter(pa.array(keep))
+                if positions is not None:
+                    positions = positions[keep]
         cols = []
         for c in self.columns:
             if positions is None:

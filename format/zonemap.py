@@ -63,6 +63,7 @@ class ZoneMap:
     )
     #: :meth:`may_ranges`' arrays, by fragment id (None: its zones do not fit one)
     _arrays: dict[int, _ZoneArrays | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _rows: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def all_zones(self) -> list[Zone]:
         return [z for fid in sorted(self.zones) for z in self.zones[fid]]
@@ -89,6 +90,13 @@ class ZoneMap:
                     whole = Zone(fragment_id, zs[0].start, sum(z.length for z in zs), lo, hi, nulls, 0)
             hit = self._by_fragment[fragment_id] = (zs, whole)
         return hit
+
+    def rows(self, fragment_id: int) -> int:
+        """The rows a fragment's zones cover (remembered, as :meth:`fragment`)."""
+        n = self._rows.get(fragment_id)
+        if n is None:
+            n = self._rows[fragment_id] = sum(z.length for z in self.fragment(fragment_id)[0])
+        return n
 
     def may_ranges(self, fragment_id: int, op: str, value: Any) -> list[tuple[int, int]] | None:
         """The row ranges of a fragment whose zones may hold a value matching

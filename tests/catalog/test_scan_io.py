@@ -146,3 +146,24 @@ def test_row_ranges_prune_fragments_and_rows(tmp_path):
     addrs = [(f1 << 32) + (k - 1000) if k < 2000 else (f2 << 32) + (k - 2000) for k in want]
     assert got.column("_rowaddr").to_pylist() == addrs
     assert scan.stats["pruned_fragments"] == 1 and scan.stats["fragments"] == 2
+
+
+@pytest.mark.parametrize("deleted", [[], [5_000], [0, 39_999]])
+def test_a_filter_keeping_one_run_of_rows_answers_as_arrow(tmp_path, deleted):
+    """Rows kept as one run (a range on a sorted column) come out as a slice of
+    the read (no copy), other masks by filtering: either way the rows, their
+    order and their addresses are Arrow's own answer."""
+    n = 40_000
+    data = pa.table({"k": np.arange(n, dtype=np.int64), "s": pa.array([f"v{i % 97}" for i in range(n)])})
+    t = Table.create(str(tmp_path / "t"), data, max_rows_per_file=n)
+    if deleted:
+        t.delete(" OR ".join(f"k = {d}" for d in deleted))
+    live = data.filter(pa.array(~np.isin(np.arange(n), deleted)))
+    for where in ("k >= 1000 AND k < 30000", "k < 0", "k >= 0", "k % 3 = 0", "k < 10 OR k > 39990"):
+        got = t.scanner(filter=where, with_row_address=True).to_table()
+        want = live.filter(tessera.catalog.predicate.filter_mask(where, live))
+        assert got.column("k").to_pylist() == want.column("k").to_pylist(), where
+        assert got.column("s").to_pylist() == want.column("s").to_pylist(), where
+        assert got.column("_rowaddr").to_pylist() == want.column("k").to_pylist(), where  # fragment 0
+        if where.startswith("k >= 1000") and 5_000 not in deleted:
+            assert got.column("k").chunks[0].offset == 1000  # a slice of the read, not a filtered copy
