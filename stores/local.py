@@ -210,7 +210,8 @@ class LocalObjectStore:
                 raise
             raise typed from exc
 
-    def open_reader(self, path: str) -> RangeReader:
+    def open_reader(self, path: str, size: int | None = None) -> RangeReader:
+        """A reader of the file (its size is the file's own: ``size`` is not needed)."""
         try:
             return LocalFileReader(self._full(path))
         except OSError as exc:  # format.errors.FileAccessError is an OSError

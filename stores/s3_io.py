@@ -66,15 +66,20 @@ def plan_requests(
 class S3RangeReader:
     """A :class:`format.io.RangeReader` over one S3 object.
 
-    The size and ETag come from one HEAD when the reader is opened; every GET is
-    conditional on that ETag, so a replaced object raises ObjectChangedError
-    instead of mixing bytes of two versions."""
+    The size and ETag come from one HEAD when the reader is opened, or the size
+    from the caller (``size_given``) and the ETag from the first GET answered;
+    every GET after is conditional on that ETag, and answers to GETs sent
+    before it was known must carry the same one, so a replaced object raises
+    ObjectChangedError instead of mixing bytes of two versions."""
 
-    def __init__(self, store: S3ObjectStore, key: str, size: int, etag: str | None) -> None:
+    def __init__(
+        self, store: S3ObjectStore, key: str, size: int, etag: str | None, *, size_given: bool = False
+    ) -> None:
         self._store = store
         self._key = key
         self._size = size
         self._etag = etag
+        self._size_given = size_given
         self.path = f"s3://{store.bucket}/{key}"
         self._lock = threading.Lock()
         #: a round trip per request: readers fetch several fields' ranges at once
@@ -89,16 +94,35 @@ class S3RangeReader:
 
     def _get(self, start: int, end: int) -> bytes:
         kwargs: dict[str, Any] = {"Bucket": self._store.bucket, "Key": self._key, "Range": f"bytes={start}-{end - 1}"}
-        if self._etag:
-            kwargs["IfMatch"] = self._etag
+        etag = self._etag
+        if etag:
+            kwargs["IfMatch"] = etag
         try:
             resp = self._store._client.get_object(**kwargs)
             data = resp["Body"].read()
         except BOTO_ERRORS as exc:
-            if self._store._status(exc) == 412:
+            status = self._store._status(exc)
+            if status == 412:
                 raise ObjectChangedError(f"{self.path} was replaced while being read; reopen it") from exc
+            if status == 416 and self._size_given:
+                raise TruncatedFileError(
+                    self.path, f"the object is shorter than the {self._size} bytes its table's manifest records"
+                ) from exc
             raise self._store._translate(exc, "read", self._key) from exc
+        if etag is None:
+            got = resp.get("ETag")
+            with self._lock:
+                if self._etag is None:
+                    self._etag = got
+                elif got != self._etag:
+                    raise ObjectChangedError(f"{self.path} was replaced while being read; reopen it")
         if len(data) != end - start:
+            if self._size_given:
+                raise TruncatedFileError(
+                    self.path,
+                    f"asked for bytes {start}..{end}, got {len(data)}: the object is not the "
+                    f"{self._size} bytes its table's manifest records",
+                )
             raise ObjectChangedError(
                 f"{self.path}: asked for bytes {start}..{end}, got {len(data)} bytes; the object changed, reopen it"
             )

@@ -211,10 +211,13 @@ def data_file_path(store: TableStore, frag: table_pb2.DataFragment, df: table_pb
     return df.path
 
 
-def open_data_file(store: TableStore, name: str) -> RangeReader:
+def open_data_file(store: TableStore, name: str, size: int = 0) -> RangeReader:
     """A reader of data file ``name`` (a ``DataFile.path``, relative to
-    ``data/``); :class:`InvalidPathError` when the store cannot name it."""
+    ``data/``) of ``size`` bytes when known (``DataFile.file_size_bytes``; 0:
+    unknown); :class:`InvalidPathError` when the store cannot name it."""
     try:
+        if size > 0:
+            return store.open_reader(paths.data_path(name), size=size)
         return store.open_reader(paths.data_path(name))
     except FormatError:
         raise
@@ -354,7 +357,7 @@ class FragmentReader:
                 if self.file_cache is not None and self.stats is None:
                     r = self.file_cache.get(path)
                 else:
-                    io = open_data_file(self.store, path)
+                    io = open_data_file(self.store, path, df.file_size_bytes)
                     if self.stats is not None:
                         io = _CountingReader(io, self.stats, self.stats_lock)
                     r = FileReader(io)

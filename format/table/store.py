@@ -29,8 +29,10 @@ class TableStore(Protocol):
         """The whole object at ``path``."""
         ...
 
-    def open_reader(self, path: str) -> RangeReader:
-        """A random-access reader of the object at ``path``."""
+    def open_reader(self, path: str, size: int | None = None) -> RangeReader:
+        """A random-access reader of the object at ``path``; ``size``, when
+        the caller knows it (a manifest's ``DataFile.file_size_bytes``), spares
+        a remote store the request that would ask."""
         ...
 
     def open_output(self, path: str) -> BinaryIO:

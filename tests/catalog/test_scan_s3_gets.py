@@ -23,6 +23,7 @@ class _GetCounter:
         self.bucket = bucket
         self.lock = threading.Lock()
         self.gets = 0
+        self.heads = 0
         self.bytes = 0
         self.ranges: list[str] = []
 
@@ -33,10 +34,13 @@ class _GetCounter:
 
     def reset(self) -> None:
         with self.lock:
-            self.gets, self.bytes, self.ranges = 0, 0, []
+            self.gets, self.heads, self.bytes, self.ranges = 0, 0, 0, []
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         body = self.app(environ, start_response)
+        if environ.get("REQUEST_METHOD") == "HEAD" and self._ours(environ):
+            with self.lock:
+                self.heads += 1
         if environ.get("REQUEST_METHOD") != "GET" or not self._ours(environ):
             return body
         with self.lock:
@@ -97,3 +101,34 @@ def test_small_batches_send_no_more_gets_than_the_default(counted_s3_table):
     detail = (small_gets, small_bytes, small_stats, default_gets, default_bytes, default_stats)
     assert small_gets <= default_gets, detail
     assert small_bytes <= default_bytes, detail
+
+
+def test_a_scan_asks_no_data_file_its_size(counted_s3_table):
+    """The manifest records every data file's size: a scan opens the files with
+    it and sends no HEAD (pylance sends none either); the first GET's ETag then
+    guards the reader's later GETs."""
+    uri, opts, data, counter = counted_s3_table
+    table = Table.open(uri, storage_options=opts)
+    assert all(df.file_size_bytes > 0 for f in table.fragments for df in f.files)
+    counter.reset()
+    assert table.to_arrow().equals(data)
+    assert counter.heads == 0 and counter.gets > 0
+
+
+def test_a_reader_given_the_size_still_refuses_a_changed_or_shorter_object(moto_server):
+    from tessera.format.errors import TruncatedFileError
+    from tessera.stores.errors import ObjectChangedError
+    from tessera.stores.s3 import S3ObjectStore
+
+    store = S3ObjectStore(f"s3://{moto_server.new_bucket()}/p", moto_server.storage_options())
+    store.put("f", bytes(range(256)) * 4)
+    r = store.open_reader("f", size=1024)
+    assert r.read_ranges([(0, 4)])[0].to_pybytes() == bytes([0, 1, 2, 3])
+    store.put("f", bytes(1024))  # replaced, same size: the remembered ETag no longer matches
+    with pytest.raises(ObjectChangedError):
+        r.read_ranges([(8, 4)])
+    longer = store.open_reader("f", size=2048)  # the manifest says more bytes than the object has
+    with pytest.raises(TruncatedFileError, match="manifest"):
+        longer.read_ranges([(2000, 48)])
+    with pytest.raises(TruncatedFileError, match="manifest"):
+        longer.read_ranges([(1000, 48)])
