@@ -29,6 +29,11 @@ READ_UNIT_ROWS = 64 * 1024
 #: cost); larger ones are cut into equal pieces.  Bounds memory too: a remote
 #: scan holds at most ``readahead`` x 3 reads
 READ_BUDGET_BYTES = 16 << 20
+#: the same on a remote store, where a fragment cut into pieces costs requests
+#: (each piece plans its own) and bytes (coalescing gaps are fetched twice):
+#: twice the local budget reads typical fragments of a million rows in one
+#: piece; a remote scan's reads are then at most ``readahead`` x 3 of these
+REMOTE_READ_BUDGET_BYTES = 2 * READ_BUDGET_BYTES
 #: fragments a scan of a remote store reads at once (each read is itself one
 #: coalesced request per file, split into parallel GETs when large)
 DEFAULT_READAHEAD = 8
@@ -227,7 +232,8 @@ class Scan:
                 # check the files agree, or a wrong physical_rows silently
                 # hides rows or makes up 2**40 of them
                 reader.check_physical_rows()
-            unit = max(self.batch_size, READ_UNIT_ROWS, READ_BUDGET_BYTES // self._row_bytes(frag))
+            budget = REMOTE_READ_BUDGET_BYTES if getattr(self.store, "remote", False) else READ_BUDGET_BYTES
+            unit = max(self.batch_size, READ_UNIT_ROWS, budget // self._row_bytes(frag))
             for a, b in ranges:
                 step = -(-(b - a) // -(-(b - a) // unit)) if b > a else 1  # equal pieces, none over unit
                 for start in range(a, b, step):

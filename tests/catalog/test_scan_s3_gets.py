@@ -132,3 +132,28 @@ def test_a_reader_given_the_size_still_refuses_a_changed_or_shorter_object(moto_
         longer.read_ranges([(2000, 48)])
     with pytest.raises(TruncatedFileError, match="manifest"):
         longer.read_ranges([(1000, 48)])
+
+
+def test_a_remote_fragment_is_read_in_fewer_pieces_than_a_local_one(moto_server, tmp_path, monkeypatch):
+    """A fragment cut into pieces costs a remote store requests and refetched
+    bytes: its read budget is twice the local one, so a fragment two local
+    pieces long is one remote piece (each piece is one ``Scan._batch``)."""
+    from tessera.catalog import scan as scan_mod
+
+    i = np.arange(200_000, dtype=np.int64)
+    data = pa.table({"a": i, "b": i * 2, "c": i * 3, "d": i * 4})  # 32 bytes a row: 6.4 MB
+    monkeypatch.setattr(scan_mod, "READ_BUDGET_BYTES", 4_000_000)
+    monkeypatch.setattr(scan_mod, "REMOTE_READ_BUDGET_BYTES", 8_000_000)
+    monkeypatch.setattr(scan_mod, "READ_UNIT_ROWS", 1_000)
+    pieces = []
+    real = scan_mod.Scan._batch
+    monkeypatch.setattr(scan_mod.Scan, "_batch", lambda self, *a: pieces.append(a[2:]) or real(self, *a))
+    opts = moto_server.storage_options()
+    for uri, kw, want in (
+        (str(tmp_path / "t"), {}, 2),
+        (f"s3://{moto_server.new_bucket()}/t", {"storage_options": opts}, 1),
+    ):
+        Table.create(uri, data, **kw)
+        pieces.clear()
+        assert Table.open(uri, **kw).to_arrow().equals(data)
+        assert len(pieces) == want, (uri, pieces)
