@@ -244,8 +244,9 @@ class FileReaderCache:
         self._readers: OrderedDict[str, FileReader] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, path: str) -> FileReader:
-        """The reader of data file ``path`` (relative to the data folder)."""
+    def get(self, path: str, size: int = 0) -> FileReader:
+        """The reader of data file ``path`` (relative to the data folder) of
+        ``size`` bytes when known (a manifest's ``file_size_bytes``; 0: unknown)."""
         with self._lock:
             r = self._readers.get(path)
             if r is not None:
@@ -257,7 +258,7 @@ class FileReaderCache:
             if remap is not None:
                 remap()
             return r
-        r = FileReader(open_data_file(self.store, path))
+        r = FileReader(open_data_file(self.store, path, size))
         with self._lock:
             have = self._readers.get(path)
             if have is not None:  # another thread opened it meanwhile
@@ -355,7 +356,7 @@ class FragmentReader:
             path = data_file_path(self.store, self.fragment, df)
             try:
                 if self.file_cache is not None and self.stats is None:
-                    r = self.file_cache.get(path)
+                    r = self.file_cache.get(path, df.file_size_bytes)
                 else:
                     io = open_data_file(self.store, path, df.file_size_bytes)
                     if self.stats is not None:

@@ -113,6 +113,9 @@ def test_a_scan_asks_no_data_file_its_size(counted_s3_table):
     counter.reset()
     assert table.to_arrow().equals(data)
     assert counter.heads == 0 and counter.gets > 0
+    counter.reset()
+    assert table.take([5, 70_000, 239_999]).equals(data.take([5, 70_000, 239_999]))  # cached readers too
+    assert counter.heads == 0 and counter.gets > 0
 
 
 def test_a_reader_given_the_size_still_refuses_a_changed_or_shorter_object(moto_server):
