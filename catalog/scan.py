@@ -328,7 +328,7 @@ class Scan:
             if not keep[first]:
                 return None
             last = n - 1 - int(keep[::-1].argmax())
-            if int(np.count_nonzero(keep[first : last + 1])) == last + 1 - first:
+            if keep[first : last + 1].all():
                 # one run of kept rows (a range filter on a sorted column): a slice, no copy
                 if batch is not None:
                     batch = batch.slice(first, last + 1 - first)

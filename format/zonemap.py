@@ -105,16 +105,12 @@ class ZoneMap:
         None when that cannot be done exactly (zones without bounds, NaN,
         values other than int64-sized integers or floats, a value of another
         kind than the zones'): the caller asks zone by zone instead."""
-        arrays = self._arrays.get(fragment_id, _UNSET)
-        if arrays is _UNSET:
-            arrays = self._arrays[fragment_id] = _ZoneArrays.of(self.fragment(fragment_id))
-        if arrays is None:
-            return None
-        assert isinstance(arrays, _ZoneArrays)
-        return arrays.may_ranges(op, value)
+        if fragment_id not in self._arrays:
+            self._arrays[fragment_id] = _ZoneArrays.of(self.fragment(fragment_id))
+        arrays = self._arrays[fragment_id]
+        return None if arrays is None else arrays.may_ranges(op, value)
 
 
-_UNSET: Any = object()
 _INT64: tuple[int, int] = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -185,12 +181,12 @@ class _ZoneArrays:
         keep = np.flatnonzero(mask)
         if not keep.size:
             return []
-        starts, stops = self.starts[keep], self.stops[keep]
+        starts, reach = self.starts[keep], np.maximum.accumulate(self.stops[keep])
         # a run of touching (or overlapping) zones is one range
-        new = np.flatnonzero(starts[1:] > np.maximum.accumulate(stops)[:-1]) + 1
+        new = np.flatnonzero(starts[1:] > reach[:-1]) + 1
         firsts = np.concatenate(([0], new))
         lasts = np.concatenate((new, [keep.size])) - 1
-        ends = np.maximum.accumulate(stops)[lasts]
+        ends = reach[lasts]
         return list(zip(starts[firsts].tolist(), ends.tolist()))
 
 
