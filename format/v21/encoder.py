@@ -171,7 +171,7 @@ def _encode_rows(plan, column, rep, raw_defs, arrays, num_rows, num_levels, vers
     # a page keeps its (meaningless) values instead.
     if values is None or nvis == 0 or (no_valid and plan.field.nullable):
         layout, buffers = _all_null(levels)
-        return [EncodedPage(column, buffers, num_rows, pack_any(PAGE_LAYOUT_URL, layout))]
+        return [_page(column, buffers, num_rows, layout)]
     if no_valid:
         valid = None  # every visible value is masked: any bytes will do
     if (
@@ -212,7 +212,23 @@ def _encode_rows(plan, column, rep, raw_defs, arrays, num_rows, num_levels, vers
                 part_defs = None if raw_defs is None else raw_defs[sl]
                 pages.extend(_encode_rows(plan, column, rep[sl], part_defs, [part], rows, nlev, version))
             return pages
-    return [EncodedPage(column, buffers, num_rows, pack_any(PAGE_LAYOUT_URL, layout))]
+    return [_page(column, buffers, num_rows, layout)]
+
+
+def _page(column: int, buffers: list, num_rows: int, layout: pb.PageLayout) -> EncodedPage:
+    """The page, its planning buffers named: the ones a reader fetches before
+    the data (as ``pages.*.meta_ranges`` reads them)."""
+    kind = layout.WhichOneof("layout")
+    n = len(buffers)
+    planning: tuple[int, ...] = ()
+    if kind == "mini_block_layout":
+        mb = layout.mini_block_layout
+        planning = (0,) + ((2,) if mb.HasField("dictionary") else ()) + ((n - 1,) if mb.repetition_index_depth else ())
+    elif kind == "full_zip_layout":
+        planning = (1,) if n == 2 else ()
+    elif kind == "all_null_layout":
+        planning = tuple(range(n))
+    return EncodedPage(column, buffers, num_rows, pack_any(PAGE_LAYOUT_URL, layout), planning)
 
 
 def _encode_dictionary(levels: PageLevels, arr: pa.Array, max_rep: int, large: bool):

@@ -160,3 +160,24 @@ def test_a_remote_fragment_is_read_in_fewer_pieces_than_a_local_one(moto_server,
         pieces.clear()
         assert Table.open(uri, **kw).to_arrow().equals(data)
         assert len(pieces) == want, (uri, pieces)
+
+
+def test_a_fragment_costs_two_gets_its_tail_and_its_data(counted_s3_table):
+    """The planning metadata of a file Tessera wrote (chunk sizes, dictionaries)
+    sits next to its footer, so the GET of the file's tail brings it: a scan
+    sends one more GET per file, for the data (three before: tail, planning
+    metadata, data)."""
+    uri, opts, data, counter = counted_s3_table
+    table = Table.open(uri, storage_options=opts)  # fresh: no file opened yet
+    sizes = {df.path: df.file_size_bytes for f in table.fragments for df in f.files}
+    counter.reset()
+    assert table.to_arrow().equals(data)
+    with counter.lock:
+        ranges = [r for r in counter.ranges if r.split(" ")[0].endswith(".lance")]
+    per_file: dict[str, list[str]] = {}
+    for r in ranges:
+        path, rng = r.split(" ", 1)
+        per_file.setdefault(path.rsplit("/", 1)[-1], []).append(rng)
+    assert len(per_file) == 4 and all(len(v) == 2 for v in per_file.values()), ranges
+    for name, (tail, _data) in per_file.items():
+        assert tail.endswith(f"-{sizes[name] - 1}"), (name, tail, sizes[name])  # the first GET is the tail
