@@ -55,15 +55,26 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
     return out
 
 
-def _term_ranges(zones: zm.ZoneMap, term: RangeTerm, fragment_id: int) -> Ranges:
+def _term_value(term: RangeTerm) -> object:
+    """The term's constant(s) as Python values (what zones are compared with)."""
     if term.op == "in":
-        value: object = [v.as_py() for v in term.values]
-    else:
-        value = term.values[0].as_py()
+        return [v.as_py() for v in term.values]
+    return term.values[0].as_py()
+
+
+_UNSET = object()
+
+
+def _term_ranges(zones: zm.ZoneMap, term: RangeTerm, fragment_id: int, value: object = _UNSET) -> Ranges:
+    if value is _UNSET:
+        value = _term_value(term)
     out: Ranges = []
     zs, whole = zones.fragment(fragment_id)
-    if whole is not None and not zm._may(whole, term.op, value):
-        return out  # no zone's value range can hold a match: every zone lies inside the fragment's
+    if whole is not None:
+        if not zm._may(whole, term.op, value):
+            return out  # no zone's value range can hold a match: every zone lies inside the fragment's
+        if zm._must(whole, term.op, value):
+            return zones.all_ranges(fragment_id)  # every zone's values all match: each may
     fast = zones.may_ranges(fragment_id, term.op, value)
     if fast is not None:
         return fast
@@ -133,7 +144,7 @@ def terms_pruner(
         return None
     ids = {f.name: f.id for f in fields}
     rows = {f.id: f.physical_rows for f in fragments}
-    usable: list[tuple[RangeTerm, zm.ZoneMap, BitMap]] = []
+    usable: list[tuple[RangeTerm, object, zm.ZoneMap, BitMap]] = []
     read: dict[bytes, tuple[zm.ZoneMap, BitMap] | None] = {}  # by index uuid: each is read once
 
     def load(meta: table_pb2.IndexMetadata) -> tuple[zm.ZoneMap, BitMap] | None:
@@ -156,18 +167,20 @@ def terms_pruner(
         for meta in indices:
             if list(meta.fields) != [fid] or (got := load(meta)) is None:
                 continue
-            usable.append((term, *got))
+            usable.append((term, _term_value(term), *got))
             break
     if not usable:
         return None
 
     def row_ranges(frag: table_pb2.DataFragment) -> Ranges | None:
         result: Ranges | None = None
-        for term, zones, good in usable:
+        for term, value, zones, good in usable:
             if frag.id not in good:
                 continue
-            mine = _term_ranges(zones, term, frag.id)
+            mine = _term_ranges(zones, term, frag.id, value)
             result = mine if result is None else _intersect(result, mine)
+            if not result:
+                break  # nothing left to intersect
         return result
 
     return row_ranges

@@ -64,6 +64,7 @@ class ZoneMap:
     #: :meth:`may_ranges`' arrays, by fragment id (None: its zones do not fit one)
     _arrays: dict[int, _ZoneArrays | None] = field(default_factory=dict, init=False, repr=False, compare=False)
     _rows: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _all: dict[int, list[tuple[int, int]]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def all_zones(self) -> list[Zone]:
         return [z for fid in sorted(self.zones) for z in self.zones[fid]]
@@ -90,6 +91,20 @@ class ZoneMap:
                     whole = Zone(fragment_id, zs[0].start, sum(z.length for z in zs), lo, hi, nulls, 0)
             hit = self._by_fragment[fragment_id] = (zs, whole)
         return hit
+
+    def all_ranges(self, fragment_id: int) -> list[tuple[int, int]]:
+        """Every zone of a fragment as row ranges, merged where zones touch
+        (remembered, as :meth:`fragment`; callers get a copy)."""
+        got = self._all.get(fragment_id)
+        if got is None:
+            got = []
+            for z in self.fragment(fragment_id)[0]:
+                if got and z.start <= got[-1][1]:
+                    got[-1] = (got[-1][0], max(got[-1][1], z.start + z.length))
+                else:
+                    got.append((z.start, z.start + z.length))
+            self._all[fragment_id] = got
+        return list(got)
 
     def rows(self, fragment_id: int) -> int:
         """The rows a fragment's zones cover (remembered, as :meth:`fragment`)."""
@@ -430,6 +445,32 @@ def zones_that_may_match(zonemap: ZoneMap, op: str, value: Any) -> list[Zone]:
         if _may(z, op, value):
             out.append(z)
     return out
+
+
+def _must(z: Zone, op: str, value: Any) -> bool:
+    """Whether every value between the zone's bounds matches ``column <op> value``
+    (False whenever that cannot be told: NaN, no bounds, values that do not compare)."""
+    if z.nan_count > 0 or z.min is None or z.max is None or _is_nan(z.min) or _is_nan(z.max):
+        return False
+    try:
+        if op == "=":
+            return bool(z.min == value and z.max == value)
+        if op == "<":
+            return bool(z.max < value)
+        if op == "<=":
+            return bool(z.max <= value)
+        if op == ">":
+            return bool(z.min > value)
+        if op == ">=":
+            return bool(z.min >= value)
+        if op == "between":
+            lo, hi = value
+            return bool(lo <= z.min and z.max <= hi)
+        if op == "in":
+            return bool(z.min == z.max and any(z.min == v for v in value))
+    except TypeError:
+        return False
+    raise ValueError(f"unknown op {op!r}")
 
 
 def _may(z: Zone, op: str, value: Any) -> bool:

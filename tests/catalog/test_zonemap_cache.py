@@ -153,3 +153,53 @@ def test_zones_without_bounds_are_never_compared_as_arrays():
     assert zmap.may_ranges(0, ">", 0.0) is None
     assert zmap.may_ranges(1, ">", 0.0) is None
     assert zmap.may_ranges(2, ">", 0) is None
+
+
+def test_a_zone_all_of_whose_values_match_is_told_exactly():
+    """``_must`` (every value between a zone's bounds matches: the fragment is
+    kept whole without comparing its zones) against brute force over every
+    integer in the zone, for every operator; it says no for zones it cannot
+    bound (NaN, no bounds, values that do not compare)."""
+    import operator
+    import random
+
+    from tessera.format import zonemap as zm
+
+    ops = {"=": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+    rng = random.Random(3)
+    said = {True: 0, False: 0}
+    for _ in range(3000):
+        lo = rng.randint(-20, 20)
+        z = zm.Zone(0, 0, 10, lo, lo + rng.choice([0, 0, 1, 3, 10]), rng.choice([0, 2]), 0)
+        op = rng.choice([*ops, "in", "between"])
+        if op == "in":
+            value: object = [rng.randint(-25, 25) for _ in range(rng.randint(1, 3))]
+            truth = all(v in value for v in range(z.min, z.max + 1))  # type: ignore[operator]
+        elif op == "between":
+            value = sorted((rng.randint(-25, 25), rng.randint(-25, 25)))
+            truth = all(value[0] <= v <= value[1] for v in range(z.min, z.max + 1))  # type: ignore[index]
+        else:
+            value = rng.randint(-25, 25)
+            truth = all(ops[op](v, value) for v in range(z.min, z.max + 1))
+        got = zm._must(z, op, value)
+        assert got == truth, (z, op, value)
+        said[got] += 1
+        if got:
+            assert zm._may(z, op, value)
+    assert said[True] > 300 and said[False] > 300
+    assert not zm._must(zm.Zone(0, 0, 10, 1.0, float("nan"), 0, 1), ">", 0.0)
+    assert not zm._must(zm.Zone(0, 0, 10, None, None, 10, 0), ">", 0)
+    assert not zm._must(zm.Zone(0, 0, 10, 1, 5, 0, 0), ">", "a")
+
+
+def test_a_fragment_whose_zones_all_match_is_kept_whole_with_its_gaps():
+    from tessera.catalog.predicate import RangeTerm
+    from tessera.format import zonemap as zm
+
+    zmap = zm.ZoneMap(10, pa.int64())
+    zmap.zones[0] = [zm.Zone(0, 20, 10, 5, 9, 0, 0), zm.Zone(0, 0, 10, 1, 4, 0, 0), zm.Zone(0, 10, 5, 4, 6, 1, 0)]
+    term = RangeTerm("x", ">=", (pa.scalar(0),))
+    assert pruning._term_ranges(zmap, term, 0) == [(0, 15), (20, 30)] == _walk(zmap, ">=", 0, 0)
+    got = pruning._term_ranges(zmap, term, 0)
+    got.append((99, 100))  # a caller's list is its own
+    assert pruning._term_ranges(zmap, term, 0) == [(0, 15), (20, 30)]
