@@ -56,11 +56,18 @@ def merge_ranges(ranges: Sequence[tuple[int, int]] | None, n: int) -> list[tuple
 
 
 def evaluate(expr, batch: pa.RecordBatch) -> pa.Array:
-    """Evaluate a pyarrow compute expression over a batch."""
-    import pyarrow.dataset as pads  # Acero: imported on the first filter, not with the package
+    """Evaluate a pyarrow compute expression over a batch: one Acero project
+    node on this thread (a scan's batches are already decoded in parallel;
+    handing each to Acero's thread pool cost more than evaluating it)."""
+    import pyarrow.acero as acero  # imported on the first filter, not with the package
 
-    out = pads.Scanner.from_batches([batch], schema=batch.schema, columns={"v": expr}).to_table().column("v")
-    return one_array(out)
+    plan = acero.Declaration.from_sequence(
+        [
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch]))),
+            acero.Declaration("project", acero.ProjectNodeOptions([expr], ["v"])),
+        ]
+    )
+    return one_array(plan.to_table(use_threads=False).column("v"))
 
 
 def mask_of(expr, batch: pa.RecordBatch) -> np.ndarray:

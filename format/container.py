@@ -22,6 +22,7 @@ writes and parses the metadata, and checks every offset it is given.
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any as _Any
@@ -285,6 +286,28 @@ class _TailServedIO:
         return [self._tail.slice(int(off) - lo, int(n)) if ok else next(got) for (off, n), ok in zip(ranges, inside)]
 
 
+class ParsedTail:
+    """What a data file's tail says, parsed once: the bytes read, footer,
+    tables, FileDescriptor, column metadata parsed so far, and (filled by the
+    readers) the field list, Arrow schema, decoded page lists by column and
+    the object's ETag on a remote store.  Shared by every reader of the same
+    unchanged file in this process (``format.file``'s cache); ``lock`` is
+    held while a page's planning metadata is loaded."""
+
+    def __init__(self, reader: ContainerReader) -> None:
+        self.file_size = reader.file_size
+        self.tail, self.tail_start = reader._tail, reader._tail_start
+        self.footer, self.version = reader.footer, reader.version
+        self.global_buffers, self.descriptor = reader.global_buffers, reader.descriptor
+        self.column_offsets = reader.column_offsets
+        self.columns = reader._columns
+        self.pages: dict[int, tuple] = {}
+        self.fields: list | None = None
+        self.schema: pa.Schema | None = None
+        self.etag: str | None = None
+        self.lock = threading.Lock()
+
+
 class ContainerReader:
     """Parses a data file's tail: footer, tables, FileDescriptor, column metadata.
 
@@ -296,11 +319,14 @@ class ContainerReader:
 
     DEFAULT_TAIL = 64 * 1024
 
-    def __init__(self, io, tail_size: int = DEFAULT_TAIL) -> None:
+    def __init__(self, io, tail_size: int = DEFAULT_TAIL, parsed: ParsedTail | None = None) -> None:
         self.io = io
         self.path = getattr(io, "path", None)
         size = io.size()
         self.file_size = size
+        if parsed is not None and parsed.file_size == size:
+            self._adopt(io, parsed)
+            return
         if size < FOOTER_SIZE:
             raise TruncatedFileError(self.path, f"file is {size} bytes, shorter than the 40-byte footer")
         tail_start = max(0, size - tail_size)
@@ -337,6 +363,18 @@ class ContainerReader:
                     self.path, f"column {i} metadata [{pos}, {pos + length}) lies outside the column metadata region"
                 )
         self._columns: dict[int, file2_pb2.ColumnMetadata] = {}
+        self.parsed = ParsedTail(self)
+        self.meta_lock = self.parsed.lock
+
+    def _adopt(self, io, parsed: ParsedTail) -> None:
+        """Take what an earlier reader parsed from the same file's tail."""
+        self.parsed, self.meta_lock = parsed, parsed.lock
+        self._tail, self._tail_start = parsed.tail, parsed.tail_start
+        self.io = _TailServedIO(io, parsed.tail, parsed.tail_start)
+        self.footer, self.version = parsed.footer, parsed.version
+        self.global_buffers, self.descriptor = parsed.global_buffers, parsed.descriptor
+        self.column_offsets = parsed.column_offsets
+        self._columns = parsed.columns
 
     def _slice(self, tail: pa.Buffer, tail_start: int, pos: int, length: int) -> bytes:
         start = pos - tail_start

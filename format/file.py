@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from io import BufferedWriter
@@ -21,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import schema as lschema
-from .container import ContainerReader, ContainerWriter, normalize_version
+from .container import ContainerReader, ContainerWriter, ParsedTail, normalize_version
 from .dictionary import DictionaryBudget
 from .errors import ColumnNotFoundError, RowOutOfRangeError, SchemaMismatchError
 from .io import RangeReader, open_reader
@@ -165,10 +166,17 @@ class FileReader:
 
     def __init__(self, source: str | os.PathLike[str] | RangeReader | bytes) -> None:
         self.io = open_reader(source)
-        self._container = ContainerReader(self.io)
+        key = _cache_key(self.io)
+        parsed = _parsed_for(key, self.io) if key is not None else None
+        self._container = ContainerReader(self.io, parsed=parsed)
+        parsed = self._container.parsed
+        if key is not None and parsed.etag is None:
+            parsed.etag = getattr(self.io, "etag", None)  # known after the first GET of a remote object
         self.version = self._container.version
-        self.fields = lschema.fields_from_protos(self._container.descriptor.schema.fields)
-        self.schema = lschema.to_arrow_schema(self.fields, dict(self._container.descriptor.schema.metadata))
+        if parsed.fields is None or parsed.schema is None:
+            parsed.fields = lschema.fields_from_protos(self._container.descriptor.schema.fields)
+            parsed.schema = lschema.to_arrow_schema(parsed.fields, dict(self._container.descriptor.schema.metadata))
+        self.fields, self.schema = parsed.fields, parsed.schema
         self._codec = _codec(self.version)
         first = 0
         self._first_columns: list[int] = []
@@ -183,6 +191,8 @@ class FileReader:
                 f"schema needs {first} columns but the file has {self._container.num_columns}",
             )
         self._decoders: dict[int, object] = {}
+        if key is not None:
+            _remember(key, parsed)
 
     @property
     def num_rows(self) -> int:
@@ -337,6 +347,55 @@ def read_file(path: str | os.PathLike[str] | RangeReader | bytes, columns: Seque
     """Read a whole Lance data file (optionally only some top-level columns)."""
     with FileReader(path) as r:
         return r.read(columns)
+
+
+#: files whose parsed tails this process keeps (least recently used first out)
+PARSED_CACHE_FILES = 256
+_PARSED: OrderedDict[tuple, ParsedTail] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
+
+
+def _cache_key(io: object) -> tuple | None:
+    """Who the reader's file is, for readers that can say (``cache_key()``:
+    local files by path, device, inode, mtime and size; S3 objects by
+    endpoint, path and size); None: nothing is shared."""
+    get = getattr(io, "cache_key", None)
+    return get() if callable(get) else None
+
+
+def _parsed_for(key: tuple, io: object) -> ParsedTail | None:
+    """The parsed tail an earlier reader left for the same file, if it still
+    holds: a local file's tail must read the same bytes (one ``pread``); a
+    remote reader is pinned to the ETag it was parsed from, so a replaced
+    object fails its next read instead of being decoded with stale metadata."""
+    with _PARSED_LOCK:
+        parsed = _PARSED.get(key)
+        if parsed is not None:
+            _PARSED.move_to_end(key)
+    if parsed is None:
+        return None
+    if getattr(io, "remote", False):
+        pin = getattr(io, "expect_etag", None)
+        if parsed.etag is None or pin is None:
+            return None
+        pin(parsed.etag)
+        return parsed
+    got = io.read_ranges([(parsed.tail_start, parsed.tail.size)])[0]  # type: ignore[attr-defined]
+    return parsed if got.equals(parsed.tail) else None
+
+
+def _remember(key: tuple, parsed: ParsedTail) -> None:
+    with _PARSED_LOCK:
+        _PARSED[key] = parsed
+        _PARSED.move_to_end(key)
+        while len(_PARSED) > PARSED_CACHE_FILES:
+            _PARSED.popitem(last=False)
+
+
+def clear_parsed_cache() -> None:
+    """Forget every parsed data file tail (benchmarks of cold reads, tests)."""
+    with _PARSED_LOCK:
+        _PARSED.clear()
 
 
 #: reads of at least this many rows decode their fields in parallel

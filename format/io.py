@@ -88,6 +88,7 @@ class LocalFileReader(_BaseReader):
                     f"cannot read {self.path!r}: it is {kind}",
                 )
             self._size = st.st_size
+            self._identity = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
         except BaseException:
             os.close(self._fd)
             self._fd = None
@@ -104,6 +105,11 @@ class LocalFileReader(_BaseReader):
 
     def size(self) -> int:
         return self._size
+
+    def cache_key(self) -> tuple:
+        """Who this file is (path, device, inode, mtime, size): readers of the
+        same unchanged file share what they parse of it."""
+        return ("file", self.path, *self._identity)
 
     def map(self) -> pa.Buffer | None:
         """Map the file (once); returns the whole file as one zero-copy buffer.

@@ -92,6 +92,26 @@ class S3RangeReader:
         """Object size in bytes (from the HEAD at open)."""
         return self._size
 
+    def cache_key(self) -> tuple:
+        """Who this object is (endpoint, path, size): readers of the same object
+        share what they parse of it, pinned to its ETag (:meth:`expect_etag`)."""
+        return ("s3", self._store.endpoint_url, self.path, self._size)
+
+    @property
+    def etag(self) -> str | None:
+        """The object's ETag once a HEAD or GET has told it."""
+        return self._etag
+
+    def expect_etag(self, etag: str) -> None:
+        """Read only the object version ``etag`` names (what a reader before
+        this one parsed): every GET is conditional on it, and a replaced object
+        raises ObjectChangedError."""
+        with self._lock:
+            if self._etag is None:
+                self._etag = etag
+            elif self._etag != etag:
+                raise ObjectChangedError(f"{self.path} was replaced since it was last read; reopen it")
+
     def _get(self, start: int, end: int) -> bytes:
         kwargs: dict[str, Any] = {"Bucket": self._store.bucket, "Key": self._key, "Range": f"bytes={start}-{end - 1}"}
         etag = self._etag

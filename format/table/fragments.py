@@ -467,6 +467,11 @@ class _CountingReader:
     def size(self) -> int:
         return self._inner.size()
 
+    def __getattr__(self, name: str) -> object:  # cache_key, etag, expect_etag, ... of the reader counted
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
     def read_ranges(self, ranges):
         with self._lock:
             self._stats["bytes_read"] = self._stats.get("bytes_read", 0) + sum(n for _, n in ranges)

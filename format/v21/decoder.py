@@ -24,6 +24,7 @@ Modules of the reader:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -129,6 +130,10 @@ class FieldDecoder:
         return pages, rs
 
     def _load_pages(self, leaf: _Leaf) -> tuple[list[_PageBase], np.ndarray]:
+        shared = getattr(self.reader, "parsed", None)  # page lists of the same file, decoded by any reader
+        if shared is not None and (hit := shared.pages.get(leaf.column)) is not None:
+            leaf.pages, leaf.row_starts = hit
+            return hit
         cm = self.reader.column(leaf.column)
         pages: list[_PageBase] = []
         for i, page in enumerate(cm.pages):
@@ -155,6 +160,8 @@ class FieldDecoder:
         lengths = np.asarray(rows, dtype=np.int64)
         leaf.row_starts = row_starts = np.concatenate(([0], np.cumsum(lengths)))
         leaf.pages = pages
+        if shared is not None:
+            shared.pages[leaf.column] = (pages, row_starts)
         return pages, row_starts
 
     def _read_leaf(self, leaf: _Leaf, start: int, stop: int) -> tuple[pa.Array, list[LayerOut]]:
@@ -209,8 +216,13 @@ class FieldDecoder:
 
     def _ensure_meta(self, pages) -> None:
         """Read the planning metadata of pages not seen before, in one request."""
-        todo = [p for p in pages if not p.meta_loaded]
-        if todo:
+        if all(p.meta_loaded for p in pages):
+            return
+        # pages may be shared by readers of the same file on other threads: one loads
+        # a page's metadata (set_meta marks it loaded last), the others wait and see it
+        lock = getattr(self.reader, "meta_lock", None)
+        with lock if lock is not None else contextlib.nullcontext():
+            todo = [p for p in pages if not p.meta_loaded]
             ranges = [r for p in todo for r in p.meta_ranges()]
             got = self.reader.io.read_ranges(ranges) if ranges else []
             k = 0

@@ -11,8 +11,11 @@ in the same process, medians of ``--repeat``:
   filter1pct   key in a 1% range (all columns)
 pylance runs without an index and with its own ZONEMAP index on ``key``;
 Tessera's table carries a ZONEMAP index on ``key`` that Tessera built
-(``Table.create_index``).  Tessera's bytes read come from the scan's own
-counters.  On S3, moto's server runs in a process of its own
+(``Table.create_index``).  Tessera keeps the parsed tails of data files it
+read (per process, pinned to the file's identity): "tessera s" is a scan
+through a fresh ``Table.open`` with that cache as earlier scans left it,
+"cold s" the same scan with the cache emptied first.  Tessera's bytes read
+come from the scan's own counters.  On S3, moto's server runs in a process of its own
 (``moto_process.py``) and adds ``--s3-latency-ms`` to every GET it answers,
 whoever sends it (a real store's round trip); GETs are counted there for
 all three, and Tessera's most GETs in flight at its reader.
@@ -96,6 +99,7 @@ def run(where: str, args, data: pa.Table) -> list[tuple]:
     import lance
 
     from tessera.catalog import Table
+    from tessera.format.file import clear_parsed_cache
 
     rows = data.num_rows
     per_frag = -(-rows // args.fragments)
@@ -136,6 +140,14 @@ def run(where: str, args, data: pa.Table) -> list[tuple]:
                 server.reset()
             tt, (tab, stats) = median_time(ours, args.repeat)
             tget = (server_gets(), gets.max if gets else "-")
+
+            def cold(ours=ours):
+                clear_parsed_cache()
+                return ours()
+
+            ct, _ = median_time(cold, args.repeat)
+            if server is not None:
+                server.reset()
             pt, ptab = median_time(
                 lambda cols=cols, where_sql=where_sql: lance.dataset(p_uri, storage_options=lopts).to_table(
                     columns=cols, filter=where_sql
@@ -151,7 +163,7 @@ def run(where: str, args, data: pa.Table) -> list[tuple]:
             )
             zget = server_gets()
             assert tab.num_rows == ptab.num_rows == ztab.num_rows, (name, tab.num_rows, ptab.num_rows)
-            out.append((where, name, tt, pt, zt, stats["bytes_read"], stats["fragments"], *tget, pget, zget))
+            out.append((where, name, tt, ct, pt, zt, stats["bytes_read"], stats["fragments"], *tget, pget, zget))
         return out
     finally:
         if server is not None:
@@ -174,14 +186,15 @@ def main() -> None:
         results += run(where, args, data)
     print(f"{args.rows:,} rows sorted by key, {args.fragments} fragments; medians of {args.repeat}")
     head = (
-        f"{'where':<6} {'case':<11} {'tessera s':>9} {'pylance s':>9} {'pl+zonemap s':>12} "
-        f"{'vs pl':>6} {'vs pl+zm':>8} {'MB read':>8} {'frags':>5} {'GETs':>5} {'in flight':>9} "
+        f"{'where':<6} {'case':<11} {'tessera s':>9} {'cold s':>7} {'pylance s':>9} {'pl+zonemap s':>12} "
+        f"{'vs pl':>6} {'vs pl+zm':>8} {'cold vs pl+zm':>13} {'MB read':>8} {'frags':>5} {'GETs':>5} {'in flight':>9} "
         f"{'pl GETs':>7} {'pl+zm GETs':>10}"
     )
     print(head)
-    for where, name, tt, pt, zt, nbytes, frags, g, gmax, pg, zg in results:
+    for where, name, tt, ct, pt, zt, nbytes, frags, g, gmax, pg, zg in results:
         print(
-            f"{where:<6} {name:<11} {tt:>9.3f} {pt:>9.3f} {zt:>12.3f} {tt / pt:>5.2f}x {tt / zt:>7.2f}x "
+            f"{where:<6} {name:<11} {tt:>9.3f} {ct:>7.3f} {pt:>9.3f} {zt:>12.3f} {tt / pt:>5.2f}x {tt / zt:>7.2f}x "
+            f"{ct / zt:>12.2f}x "
             f"{nbytes / 1e6:>8.1f} {frags:>5} {g!s:>5} {gmax!s:>9} {pg!s:>7} {zg!s:>10}"
         )
 

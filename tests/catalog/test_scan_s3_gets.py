@@ -12,6 +12,7 @@ import pytest
 
 from tessera.catalog import Table
 from tessera.catalog.scan import DEFAULT_BATCH_SIZE
+from tessera.format.file import clear_parsed_cache
 
 
 class _GetCounter:
@@ -77,6 +78,7 @@ def counted_s3_table(moto_server, monkeypatch):
 
 
 def _scan(uri: str, opts: dict, counter: _GetCounter, batch_size: int) -> tuple[pa.Table, int, int, dict]:
+    clear_parsed_cache()  # cold each time: no file's tail parsed by another scan
     table = Table.open(uri, storage_options=opts)  # a fresh table each time: nothing cached from another scan
     assert len(table.fragments) == 4
     counter.reset()
@@ -108,6 +110,7 @@ def test_a_scan_asks_no_data_file_its_size(counted_s3_table):
     it and sends no HEAD (pylance sends none either); the first GET's ETag then
     guards the reader's later GETs."""
     uri, opts, data, counter = counted_s3_table
+    clear_parsed_cache()
     table = Table.open(uri, storage_options=opts)
     assert all(df.file_size_bytes > 0 for f in table.fragments for df in f.files)
     counter.reset()
@@ -168,6 +171,7 @@ def test_a_fragment_costs_two_gets_its_tail_and_its_data(counted_s3_table):
     sends one more GET per file, for the data (three before: tail, planning
     metadata, data)."""
     uri, opts, data, counter = counted_s3_table
+    clear_parsed_cache()
     table = Table.open(uri, storage_options=opts)  # fresh: no file opened yet
     sizes = {df.path: df.file_size_bytes for f in table.fragments for df in f.files}
     counter.reset()
@@ -181,3 +185,35 @@ def test_a_fragment_costs_two_gets_its_tail_and_its_data(counted_s3_table):
     assert len(per_file) == 4 and all(len(v) == 2 for v in per_file.values()), ranges
     for name, (tail, _data) in per_file.items():
         assert tail.endswith(f"-{sizes[name] - 1}"), (name, tail, sizes[name])  # the first GET is the tail
+
+
+def test_a_second_scan_reuses_the_parsed_tails_pinned_to_their_etags(counted_s3_table):
+    """A data file's tail, parsed once, serves every later reader of the same
+    object in the process: a second scan through a fresh handle sends one GET
+    per file (its data). The reuse is pinned to the ETag the tail was read
+    with: an object replaced since is refused, not decoded with stale metadata."""
+    from tessera.stores.errors import ObjectChangedError
+
+    uri, opts, data, counter = counted_s3_table
+    clear_parsed_cache()
+    assert Table.open(uri, storage_options=opts).to_arrow().equals(data)
+    counter.reset()
+    assert Table.open(uri, storage_options=opts).to_arrow().equals(data)
+    with counter.lock:
+        lance_gets = [r for r in counter.ranges if r.split(" ")[0].endswith(".lance")]
+    assert len(lance_gets) == 4, lance_gets  # the data of each of the 4 files, no tail
+    # replace one data file with other bytes of the same size (one byte of its first page changed)
+    from tessera.stores.s3 import S3ObjectStore
+
+    victim = Table.open(uri, storage_options=opts).fragments[1].files[0].path
+    store = S3ObjectStore(uri, opts)
+    body = bytearray(store.read(f"data/{victim}"))
+    body[8] ^= 0xFF
+    store.put(f"data/{victim}", bytes(body))
+    with pytest.raises(ObjectChangedError, match="replaced"):
+        Table.open(uri, storage_options=opts).to_arrow()
+    clear_parsed_cache()  # a reader with nothing parsed reads the object as it is now: a corrupt page
+    from tessera.format.errors import CorruptFileError
+
+    with pytest.raises(CorruptFileError, match="bit width"):
+        Table.open(uri, storage_options=opts).to_arrow()
