@@ -181,6 +181,10 @@ def _nbytes(buf: object) -> int:
     return memoryview(buf).nbytes  # type: ignore[arg-type]
 
 
+def _copy_bytes(buf: object) -> bytes:
+    return buf.to_pybytes() if isinstance(buf, pa.Buffer) else memoryview(buf).tobytes()  # type: ignore[arg-type]
+
+
 class ContainerWriter:
     """Places page buffers, global buffers and metadata in a byte sink."""
 
@@ -227,7 +231,7 @@ class ContainerWriter:
             if j in page.planning and 0 < n <= TAIL_BUFFER_MAX and self._deferred_bytes + n <= TAIL_BUFFERS_BUDGET:
                 p.buffer_offsets.append(0)  # placed by finish()
                 p.buffer_sizes.append(n)
-                self._deferred.append((p, j, buf))
+                self._deferred.append((p, j, _copy_bytes(buf)))  # a copy: the codec may reuse its memory
                 self._deferred_bytes += n + ALIGNMENT
                 continue
             self._align()
@@ -274,6 +278,8 @@ class _TailServedIO:
         self._hi = tail_start + tail.size
 
     def __getattr__(self, name: str) -> object:
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list:

@@ -349,8 +349,10 @@ def read_file(path: str | os.PathLike[str] | RangeReader | bytes, columns: Seque
         return r.read(columns)
 
 
-#: files whose parsed tails this process keeps (least recently used first out)
+#: files whose parsed tails this process keeps (least recently used first out) ...
 PARSED_CACHE_FILES = 256
+#: ... and the most tail bytes they may hold together
+PARSED_CACHE_BYTES = 64 << 20
 _PARSED: OrderedDict[tuple, ParsedTail] = OrderedDict()
 _PARSED_LOCK = threading.Lock()
 
@@ -367,7 +369,8 @@ def _parsed_for(key: tuple, io: object) -> ParsedTail | None:
     """The parsed tail an earlier reader left for the same file, if it still
     holds: a local file's tail must read the same bytes (one ``pread``); a
     remote reader is pinned to the ETag it was parsed from, so a replaced
-    object fails its next read instead of being decoded with stale metadata."""
+    object fails its next read (and is forgotten here) instead of being
+    decoded with stale metadata."""
     with _PARSED_LOCK:
         parsed = _PARSED.get(key)
         if parsed is not None:
@@ -378,7 +381,10 @@ def _parsed_for(key: tuple, io: object) -> ParsedTail | None:
         pin = getattr(io, "expect_etag", None)
         if parsed.etag is None or pin is None:
             return None
-        pin(parsed.etag)
+        current = getattr(io, "etag", None)
+        if current is not None:  # the reader knows the object's ETag already (a HEAD)
+            return parsed if current == parsed.etag else None
+        pin(parsed.etag, on_changed=lambda: _forget(key, parsed))
         return parsed
     got = io.read_ranges([(parsed.tail_start, parsed.tail.size)])[0]  # type: ignore[attr-defined]
     return parsed if got.equals(parsed.tail) else None
@@ -388,14 +394,35 @@ def _remember(key: tuple, parsed: ParsedTail) -> None:
     with _PARSED_LOCK:
         _PARSED[key] = parsed
         _PARSED.move_to_end(key)
-        while len(_PARSED) > PARSED_CACHE_FILES:
-            _PARSED.popitem(last=False)
+        held = sum(p.tail.size for p in _PARSED.values())
+        while len(_PARSED) > PARSED_CACHE_FILES or (held > PARSED_CACHE_BYTES and len(_PARSED) > 1):
+            _k, dropped = _PARSED.popitem(last=False)
+            held -= dropped.tail.size
+
+
+def _forget(key: tuple, parsed: ParsedTail) -> None:
+    """Drop ``parsed`` (its file changed), unless a newer parse replaced it."""
+    with _PARSED_LOCK:
+        if _PARSED.get(key) is parsed:
+            del _PARSED[key]
 
 
 def clear_parsed_cache() -> None:
     """Forget every parsed data file tail (benchmarks of cold reads, tests)."""
     with _PARSED_LOCK:
         _PARSED.clear()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts with no parsed tails: their locks may be held by
+    threads of the parent that the child does not have."""
+    global _PARSED_LOCK
+    _PARSED_LOCK = threading.Lock()
+    _PARSED.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 #: reads of at least this many rows decode their fields in parallel

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +82,8 @@ class S3RangeReader:
         self._size_given = size_given
         self.path = f"s3://{store.bucket}/{key}"
         self._lock = threading.Lock()
+        #: called before a GET reports the object replaced (see expect_etag)
+        self._on_changed: Callable[[], None] | None = None
         #: a round trip per request: readers fetch several fields' ranges at once
         self.remote = True
         #: GET requests issued and bytes they returned (for tests and tuning)
@@ -102,15 +104,18 @@ class S3RangeReader:
         """The object's ETag once a HEAD or GET has told it."""
         return self._etag
 
-    def expect_etag(self, etag: str) -> None:
+    def expect_etag(self, etag: str, on_changed: Callable[[], None] | None = None) -> None:
         """Read only the object version ``etag`` names (what a reader before
         this one parsed): every GET is conditional on it, and a replaced object
-        raises ObjectChangedError."""
+        raises ObjectChangedError, after calling ``on_changed`` (the parse
+        made from the old version is dropped, so reopening reads the new one)."""
         with self._lock:
-            if self._etag is None:
-                self._etag = etag
-            elif self._etag != etag:
+            if self._etag is not None and self._etag != etag:
+                if on_changed is not None:
+                    on_changed()
                 raise ObjectChangedError(f"{self.path} was replaced since it was last read; reopen it")
+            self._etag = etag
+            self._on_changed = on_changed
 
     def _get(self, start: int, end: int) -> bytes:
         kwargs: dict[str, Any] = {"Bucket": self._store.bucket, "Key": self._key, "Range": f"bytes={start}-{end - 1}"}
@@ -123,6 +128,8 @@ class S3RangeReader:
         except BOTO_ERRORS as exc:
             status = self._store._status(exc)
             if status == 412:
+                if self._on_changed is not None:
+                    self._on_changed()
                 raise ObjectChangedError(f"{self.path} was replaced while being read; reopen it") from exc
             if status == 416 and self._size_given:
                 raise TruncatedFileError(

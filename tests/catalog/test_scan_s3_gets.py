@@ -212,7 +212,7 @@ def test_a_second_scan_reuses_the_parsed_tails_pinned_to_their_etags(counted_s3_
     store.put(f"data/{victim}", bytes(body))
     with pytest.raises(ObjectChangedError, match="replaced"):
         Table.open(uri, storage_options=opts).to_arrow()
-    clear_parsed_cache()  # a reader with nothing parsed reads the object as it is now: a corrupt page
+    # the refused parse was dropped: reopening reads the object as it is now (a corrupt page)
     from tessera.format.errors import CorruptFileError
 
     with pytest.raises(CorruptFileError, match="bit width"):

@@ -129,3 +129,36 @@ def test_in_memory_readers_share_nothing():
     write_file(raw, pa.table({"v": [1, 2]}))
     FileReader(raw.getvalue().to_pybytes())
     assert len(ffile._PARSED) == 0
+
+
+def test_the_cache_holds_a_bounded_number_of_tail_bytes(tmp_path, monkeypatch):
+    sizes = []
+    for i in range(4):
+        p = tmp_path / f"{i}.lance"
+        write_file(p, pa.table({"v": np.arange(1_000 * (i + 1))}))
+        sizes.append(FileReader(p)._container.parsed.tail.size)
+    clear_parsed_cache()
+    monkeypatch.setattr(ffile, "PARSED_CACHE_BYTES", sizes[2] + sizes[3])
+    for i in range(4):
+        FileReader(tmp_path / f"{i}.lance")
+    assert [k[1] for k in ffile._PARSED] == [str(tmp_path / f"{i}.lance") for i in (2, 3)]
+
+
+def test_a_forked_child_starts_with_nothing_parsed(tmp_path):
+    import multiprocessing
+
+    p = tmp_path / "f.lance"
+    write_file(p, pa.table({"v": [1, 2, 3]}))
+    FileReader(p)
+    assert len(ffile._PARSED) == 1
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    child = ctx.Process(target=_report_cache, args=(q, str(p)))
+    child.start()
+    child.join(30)
+    assert q.get(timeout=5) == (0, [1, 2, 3])
+
+
+def _report_cache(q, path: str) -> None:
+    n = len(ffile._PARSED)
+    q.put((n, FileReader(path).read().column(0).to_pylist()))
