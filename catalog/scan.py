@@ -80,6 +80,21 @@ def mask_of(expr, batch: pa.RecordBatch) -> np.ndarray:
     return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
+#: late materialization takes the other columns' rows one by one when the
+#: filter keeps at most one row in this many (else it reads their span)
+TAKE_FRACTION = 16
+
+
+def _kept(keep: np.ndarray) -> slice | np.ndarray | None:
+    """Which rows a mask keeps: None for none, a slice when they are one run
+    (a range filter on a sorted column: sliced, not copied), else the mask."""
+    first = int(keep.argmax())
+    if not keep[first]:
+        return None
+    last = keep.size - 1 - int(keep[::-1].argmax())
+    return slice(first, last + 1) if keep[first : last + 1].all() else keep
+
+
 def fields_by_name(fields: list[lschema.LanceField], names: Sequence[str]) -> list[lschema.LanceField]:
     by = {f.name: f for f in fields}
     out = []
@@ -159,15 +174,24 @@ class Scan:
         self._special_out = any(c in self.special for c in out)  # row addresses or ids asked for
         self.expr = None
         needed = [c for c in out if c not in self.special]
+        used: set[str] = set()  # the columns the filter reads
         if filter is not None:
             from . import predicate as lpred  # sqlglot and Acero: imported with the first filter
 
             self.expr = lpred.to_expression(filter, schema)
-            for c in sorted(lpred.referenced_columns(filter, schema)):
+            used = lpred.referenced_columns(filter, schema)
+            for c in sorted(used):
                 if c not in needed:
                     needed.append(c)
         self.read_fields = fields_by_name(fields, needed)
         self.read_names = needed
+        #: late materialization on a local store: the filter's columns are read
+        #: first, the others only for the rows it keeps ((filter, other) names)
+        self._late: tuple[list[str], list[str]] | None = None
+        if self.expr is not None and not getattr(store, "remote", False):
+            in_filter = [c for c in needed if c in used]
+            if 0 < len(in_filter) < len(needed):
+                self._late = (in_filter, [c for c in needed if c not in in_filter])
         self.special_in_filter = False
         out_fields = []
         for c in out:
@@ -318,34 +342,20 @@ class Scan:
                 th.join(60)
 
     def _batch(self, reader: FragmentReader, frag, start: int, stop: int) -> pa.RecordBatch | None:
-        arrays = reader.read(start, stop) if self.read_fields else []
-        n = stop - start
         live = reader.live_mask(start, stop)
+        if self._late is not None:
+            got = self._read_late(reader, start, stop, live)
+        else:
+            got = self._read_then_filter(reader, start, stop, live)
+        if got is None:
+            return None
+        batch, kept = got
         # physical positions of the rows kept: only row addresses, row ids or a column-less count need them
         positions: np.ndarray | None = None
-        if self._special_out or not arrays:
+        if self._special_out or batch is None:
             positions = np.arange(start, stop, dtype=np.uint64)
-        batch = pa.RecordBatch.from_arrays(arrays, names=self.read_names) if arrays else None
-        keep = live
-        if self.expr is not None:
-            m = mask_of(self.expr, batch if batch is not None else pa.record_batch({"_": pa.nulls(n)}))
-            keep = m if keep is None else (keep & m)
-        if keep is not None:
-            first = int(keep.argmax())
-            if not keep[first]:
-                return None
-            last = n - 1 - int(keep[::-1].argmax())
-            if keep[first : last + 1].all():
-                # one run of kept rows (a range filter on a sorted column): a slice, no copy
-                if batch is not None:
-                    batch = batch.slice(first, last + 1 - first)
-                if positions is not None:
-                    positions = positions[first : last + 1]
-            else:
-                if batch is not None:
-                    batch = batch.filter(pa.array(keep))
-                if positions is not None:
-                    positions = positions[keep]
+            if kept is not None:
+                positions = positions[kept]
         cols = []
         for c in self.columns:
             if positions is None:
@@ -360,13 +370,68 @@ class Scan:
                 assert batch is not None  # c is one of read_names, so the batch was read
                 cols.append(batch.column(self.read_names.index(c)))
         if not cols:  # no column out (a count): the rows kept
-            kept = len(positions) if positions is not None else (batch.num_rows if batch is not None else 0)
+            count = len(positions) if positions is not None else (batch.num_rows if batch is not None else 0)
             return (
                 pa.RecordBatch.from_pydict({}, schema=self.schema)
-                if kept == 0
-                else pa.record_batch([pa.nulls(kept)], names=["_"]).select([])
+                if count == 0
+                else pa.record_batch([pa.nulls(count)], names=["_"]).select([])
             )
         return pa.RecordBatch.from_arrays(cols, schema=self.schema)
+
+    def _read_then_filter(self, reader: FragmentReader, start: int, stop: int, live: np.ndarray | None):
+        """Every column of rows [start, stop), then the filter: ``(batch, kept)``
+        (kept: None for every row, a slice for one run, else a mask), or None
+        when no row is kept."""
+        arrays = reader.read(start, stop) if self.read_fields else []
+        batch = pa.RecordBatch.from_arrays(arrays, names=self.read_names) if arrays else None
+        keep = live
+        if self.expr is not None:
+            m = mask_of(self.expr, batch if batch is not None else pa.record_batch({"_": pa.nulls(stop - start)}))
+            keep = m if keep is None else (keep & m)
+        if keep is None:
+            return batch, None
+        kept = _kept(keep)
+        if kept is None:
+            return None
+        if batch is not None:
+            batch = (
+                batch.slice(kept.start, kept.stop - kept.start)
+                if isinstance(kept, slice)
+                else batch.filter(pa.array(keep))
+            )
+        return batch, kept
+
+    def _read_late(self, reader: FragmentReader, start: int, stop: int, live: np.ndarray | None):
+        """The filter's columns of rows [start, stop), the filter, then the
+        other columns of the rows it keeps only: one run is read as a range,
+        few scattered rows are taken, more are read as the range they span."""
+        assert self._late is not None
+        in_filter, others = self._late
+        fields = {f.name: f for f in self.read_fields}
+        first = reader.subset([fields[c] for c in in_filter])
+        fbatch = pa.RecordBatch.from_arrays(first.read(start, stop), names=in_filter)
+        keep = mask_of(self.expr, fbatch)
+        if live is not None:
+            keep = keep & live
+        kept = _kept(keep)
+        if kept is None:
+            return None
+        rest = reader.subset([fields[c] for c in others])
+        if isinstance(kept, slice):
+            a, b, mask = kept.start, kept.stop, None
+        else:
+            rows = np.flatnonzero(keep)
+            if rows.size * TAKE_FRACTION <= keep.size:  # few rows: taken
+                by_name = dict(zip(others, rest.take(start + rows)))
+                by_name.update(zip(in_filter, fbatch.filter(pa.array(keep)).columns))
+                return pa.RecordBatch.from_arrays([by_name[c] for c in self.read_names], names=self.read_names), kept
+            a, b = int(rows[0]), int(rows[-1]) + 1
+            mask = keep[a:b]
+        # the span of the kept rows, then one filter of the whole batch
+        by_name = dict(zip(others, rest.read(start + a, start + b)))
+        by_name.update(zip(in_filter, fbatch.slice(a, b - a).columns))
+        batch = pa.RecordBatch.from_arrays([by_name[c] for c in self.read_names], names=self.read_names)
+        return (batch if mask is None else batch.filter(pa.array(mask))), kept
 
     def reader(self) -> pa.RecordBatchReader:
         """The batches as a RecordBatchReader; it reads a batch only when asked,

@@ -306,6 +306,26 @@ class FragmentReader:
     #: guards ``stats`` when several readers of one scan count into it from worker threads
     stats_lock: threading.Lock | None = None
 
+    #: readers of other fields of the same fragment (see :meth:`subset`), by field ids
+    _subsets: dict = field(default_factory=dict)
+
+    def subset(self, fields: list[lschema.LanceField]) -> FragmentReader:
+        """A reader of ``fields`` of the same fragment sharing this one's open
+        data files, deletions and counters (close this one only)."""
+        key = tuple(f.id for f in fields)
+        sub = self._subsets.get(key)
+        if sub is None:
+            sub = self._subsets[key] = FragmentReader(
+                self.store,
+                self.fragment,
+                fields,
+                _readers=self._readers,
+                stats=self.stats,
+                file_cache=self.file_cache,
+                stats_lock=self.stats_lock,
+            )
+        return sub
+
     @property
     def physical_rows(self) -> int:
         return self.fragment.physical_rows
