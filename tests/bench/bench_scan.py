@@ -9,6 +9,7 @@ in the same process, medians of ``--repeat``:
   full         every column
   project2     two columns (key, f0)
   filter1pct   key in a 1% range (all columns)
+  unindexed1pct  f1 (random, no index) below its 1% quantile (all columns)
 pylance runs without an index and with its own ZONEMAP index on ``key``;
 Tessera's table carries a ZONEMAP index on ``key`` that Tessera built
 (``Table.create_index``).  Tessera keeps the parsed tails of data files it
@@ -127,7 +128,12 @@ def run(where: str, args, data: pa.Table) -> list[tuple]:
             return server.reset().get("GET", 0) // args.repeat if server is not None else "-"
 
         out = []
-        cases = [("full", None, None), ("project2", ["key", "f0"], None), ("filter1pct", None, flt)]
+        cases = [
+            ("full", None, None),
+            ("project2", ["key", "f0"], None),
+            ("filter1pct", None, flt),
+            ("unindexed1pct", None, f"f1 < {(1 << 40) // 100}"),  # scattered rows: no zone can skip
+        ]
         for name, cols, where_sql in cases:
             if gets:
                 gets.reset()
