@@ -311,7 +311,8 @@ class FragmentReader:
 
     def subset(self, fields: list[lschema.LanceField]) -> FragmentReader:
         """A reader of ``fields`` of the same fragment sharing this one's open
-        data files, deletions and counters (close this one only)."""
+        data files and byte counters (close this one only; deletions are this
+        one's to apply, through :meth:`live_mask`)."""
         key = tuple(f.id for f in fields)
         sub = self._subsets.get(key)
         if sub is None:
