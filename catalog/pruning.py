@@ -68,23 +68,16 @@ _UNSET = object()
 def _term_ranges(zones: zm.ZoneMap, term: RangeTerm, fragment_id: int, value: object = _UNSET) -> Ranges:
     if value is _UNSET:
         value = _term_value(term)
-    out: Ranges = []
     zs, whole = zones.fragment(fragment_id)
     if whole is not None:
         if not zm._may(whole, term.op, value):
-            return out  # no zone's value range can hold a match: every zone lies inside the fragment's
+            return []  # no zone's value range can hold a match: every zone lies inside the fragment's
         if zm._must(whole, term.op, value):
             return zones.all_ranges(fragment_id)  # every zone's values all match: each may
     fast = zones.may_ranges(fragment_id, term.op, value)
     if fast is not None:
         return fast
-    for z in zs:
-        if zm._may(z, term.op, value):
-            if out and z.start <= out[-1][1]:
-                out[-1] = (out[-1][0], max(out[-1][1], z.start + z.length))
-            else:
-                out.append((z.start, z.start + z.length))
-    return out
+    return zm.zone_ranges(z for z in zs if zm._may(z, term.op, value))
 
 
 def pruner(

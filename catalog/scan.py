@@ -422,16 +422,18 @@ class Scan:
         else:
             rows = np.flatnonzero(keep)
             if rows.size * TAKE_FRACTION <= keep.size:  # few rows: taken
-                by_name = dict(zip(others, rest.take(start + rows)))
-                by_name.update(zip(in_filter, fbatch.filter(pa.array(keep)).columns))
-                return pa.RecordBatch.from_arrays([by_name[c] for c in self.read_names], names=self.read_names), kept
+                return self._joined(others, rest.take(start + rows), fbatch.filter(pa.array(keep))), kept
             a, b = int(rows[0]), int(rows[-1]) + 1
             mask = keep[a:b]
         # the span of the kept rows, then one filter of the whole batch
-        by_name = dict(zip(others, rest.read(start + a, start + b)))
-        by_name.update(zip(in_filter, fbatch.slice(a, b - a).columns))
-        batch = pa.RecordBatch.from_arrays([by_name[c] for c in self.read_names], names=self.read_names)
+        batch = self._joined(others, rest.read(start + a, start + b), fbatch.slice(a, b - a))
         return (batch if mask is None else batch.filter(pa.array(mask))), kept
+
+    def _joined(self, others: list[str], arrays: list, fbatch: pa.RecordBatch) -> pa.RecordBatch:
+        """The other columns' ``arrays`` and the filter's columns, in read order."""
+        by_name = dict(zip(others, arrays))
+        by_name.update(zip(fbatch.schema.names, fbatch.columns))
+        return pa.RecordBatch.from_arrays([by_name[c] for c in self.read_names], names=self.read_names)
 
     def reader(self) -> pa.RecordBatchReader:
         """The batches as a RecordBatchReader; it reads a batch only when asked,

@@ -97,13 +97,7 @@ class ZoneMap:
         (remembered, as :meth:`fragment`; callers get a copy)."""
         got = self._all.get(fragment_id)
         if got is None:
-            got = []
-            for z in self.fragment(fragment_id)[0]:
-                if got and z.start <= got[-1][1]:
-                    got[-1] = (got[-1][0], max(got[-1][1], z.start + z.length))
-                else:
-                    got.append((z.start, z.start + z.length))
-            self._all[fragment_id] = got
+            got = self._all[fragment_id] = zone_ranges(self.fragment(fragment_id)[0])
         return list(got)
 
     def rows(self, fragment_id: int) -> int:
@@ -444,6 +438,17 @@ def zones_that_may_match(zonemap: ZoneMap, op: str, value: Any) -> list[Zone]:
     for z in zonemap.all_zones():
         if _may(z, op, value):
             out.append(z)
+    return out
+
+
+def zone_ranges(zones: Iterable[Zone]) -> list[tuple[int, int]]:
+    """The row ranges of ``zones`` (in row order), merged where they touch."""
+    out: list[tuple[int, int]] = []
+    for z in zones:
+        if out and z.start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], z.start + z.length))
+        else:
+            out.append((z.start, z.start + z.length))
     return out
 
 
