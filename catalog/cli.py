@@ -74,10 +74,42 @@ class Ctx:
             self._ro = connect(self.catalog_uri, self.warehouse, name=self.config_name, create=False)
         return self._ro
 
+    def _catalog_for(self, name: str, write: bool):
+        """The catalog a bare table name is looked up in; with none configured,
+        a TableNameError saying how to name one (or the folder instead)."""
+        try:
+            return self.cat if write else self.ro
+        except E.InvalidArgumentError as exc:
+            if not str(exc).startswith(_NO_WAREHOUSE):
+                raise
+            from .names import bare_name_error
+
+            raise bare_name_error(name, catalog_hint=_CLI_CATALOG_HINT) from None
+
+    def table(self, name: str, version=None, *, write: bool = False):
+        """The table a command names: a path or URI (absolute, with a scheme,
+        or relative with a separator: ``./t``, ``data/t``) opens the table
+        there; a bare name (``sales.orders``) is a table of the catalog
+        (see :mod:`tessera.catalog.names`)."""
+        from .names import is_table_name
+
+        if not is_table_name(name):
+            from .table import Table
+
+            return Table.open(name, version)
+        return self._catalog_for(name, write).load_table(name, version=version)
+
     def close(self) -> None:
         for c in (self._cat, self._ro):
             if c is not None:
                 c.close()
+
+
+_NO_WAREHOUSE = "connect() needs a warehouse"
+_CLI_CATALOG_HINT = (
+    "name the catalog with --warehouse DIR, --catalog URL or --config-name NAME (or TESSERA_WAREHOUSE / "
+    "TESSERA_CATALOG_URI)"
+)
 
 
 # -- output -----------------------------------------------------------------------------
@@ -215,7 +247,10 @@ def _props(pairs: tuple[str, ...], option: str = "--property/-p") -> dict:
     return out
 
 
-def _read_files(paths: tuple[str, ...]) -> pa.Table:
+def _read_files(paths: tuple[str, ...], schema: pa.Schema | None = None) -> pa.Table:
+    """The files' rows; CSV/TSV text is read as ``schema``'s column types when
+    given (a table's, on append: text has no types of its own), typed files
+    (Parquet, Arrow) keep theirs."""
     import pyarrow.csv as pcsv
     import pyarrow.feather as feather
     import pyarrow.parquet as pq
@@ -240,8 +275,13 @@ def _read_files(paths: tuple[str, ...]) -> pa.Table:
             if kind == "Parquet":
                 tables.append(pq.read_table(p))
             elif kind in ("CSV", "TSV"):
+                types = {f.name: f.type for f in schema or [] if not pa.types.is_nested(f.type)}
                 tables.append(
-                    pcsv.read_csv(p, parse_options=pcsv.ParseOptions(delimiter="\t" if kind == "TSV" else ","))
+                    pcsv.read_csv(
+                        p,
+                        parse_options=pcsv.ParseOptions(delimiter="\t" if kind == "TSV" else ","),
+                        convert_options=pcsv.ConvertOptions(column_types=types),
+                    )
                 )
             else:
                 tables.append(feather.read_table(p))
@@ -340,7 +380,12 @@ class _Group(click.Group):
 @click.option("--config-name", default=None, help="Section [catalog.NAME] of the config file.")
 @click.pass_context
 def main(ctx, catalog_uri, warehouse, config_name):
-    """Tessera: transactional Lance tables."""
+    """Tessera: transactional Lance tables.
+
+    A table is named in the catalog (sales.orders: --warehouse, --catalog or
+    --config-name say which) or given by path (./orders, /data/orders,
+    s3://bucket/orders); a bare name is never a folder.
+    """
     _consoles()
     ctx.obj = Ctx(catalog_uri, warehouse, config_name)
 
@@ -475,10 +520,24 @@ def _human_bytes(n: float) -> str:
 
 
 def _describe(obj: Ctx, name, output, version):
-    cat = obj.ro
-    info = cat.table_info(name)
-    t = cat.load_table(name, version=_version(version))
-    versions = t.versions()
+    from .names import is_table_name
+
+    if is_table_name(name):
+        cat = obj._catalog_for(name, write=False)
+        info = cat.table_info(name)
+        t = cat.load_table(name, version=_version(version))
+        versions = t.versions()
+    else:  # a table by path: what the table itself records
+        t = obj.table(name, _version(version))
+        versions = t.versions()
+        store = t._handler.config().get("tessera.commit.store")
+        info = {
+            "name": name,
+            "uri": t.uri,
+            "commit_store": store or "native",
+            "created_at": versions[0]["timestamp"] if versions else None,
+            "properties": {},
+        }
     d = {
         "name": info["name"],
         "location": info["uri"],
@@ -576,10 +635,28 @@ def table_rename(obj: Ctx, old, new):
 @click.option("--property", "-p", "props", multiple=True, help="key=value (repeatable)")
 @click.pass_obj
 def create(obj: Ctx, name, files, file_version, commit_store, props):
-    """Create a table from Parquet, CSV or Arrow files."""
+    """Create a table from Parquet, CSV or Arrow files.
+
+    NAME is a catalog table (``sales.orders``) or a path (``./orders``,
+    ``/data/orders``, ``s3://bucket/orders``): a bare name is never a folder."""
+    from .names import is_table_name
+
     properties = _props(props)
-    data = _read_files(files)
-    t = obj.cat.create_table(
+    if not is_table_name(name):
+        from .table import Table
+
+        if properties:
+            raise E.InvalidArgumentError("--property records catalog properties; a table created by path has none")
+        if commit_store == "catalog":
+            raise E.InvalidArgumentError("--commit-store catalog needs a catalog table name; a path has no catalog")
+        data = _read_files(files)
+        store = None if commit_store in ("auto", "native") else commit_store
+        t = Table.create(name, data, file_version=file_version, commit_store=store)
+        console.print(f"created {name} (version {t.version}, {t.count_rows():,} rows)")
+        return
+    data = _read_files(files)  # read (and checked) before the catalog is created or touched
+    cat = obj._catalog_for(name, write=True)
+    t = cat.create_table(
         name, data, file_version=file_version, commit_store=commit_store, properties=properties or None
     )
     console.print(f"created {name} (version {t.version}, {t.count_rows():,} rows)")
@@ -591,8 +668,9 @@ def create(obj: Ctx, name, files, file_version, commit_store, props):
 @click.pass_obj
 def append(obj: Ctx, name, files):
     """Append Parquet, CSV or Arrow files to a table."""
-    data = [_read_files((f,)) for f in files]  # every file is read (and checked) before anything is written
-    t = obj.cat.load_table(name)
+    t = obj.table(name, write=True)
+    # every file is read (and checked) before anything is written; CSV text as the table's types
+    data = [_read_files((f,), t.schema) for f in files]
     with _with_progress("appending", len(files)) as prog:
         task = prog.add_task("append", total=len(files))
         for d in data:
@@ -625,7 +703,7 @@ def _columns(columns):
 @click.pass_obj
 def head(obj: Ctx, name, limit, columns, where, version, output):
     """Show the first rows of a table."""
-    t = obj.ro.load_table(name, version=_version(version))
+    t = obj.table(name, _version(version))
     data = t.to_arrow(columns=_columns(columns), filter=where, limit=limit)
     if output == "json":
         return _print_json(data.to_pylist())
@@ -740,7 +818,7 @@ def scan(obj: Ctx, name, columns, where, limit, all_rows, version, out):
             )
     elif limit is None and not all_rows:
         limit = SCAN_DEFAULT_LIMIT
-    t = obj.ro.load_table(name, version=_version(version))
+    t = obj.table(name, _version(version))
     cols = _columns(columns)
     if to_file:
         assert fmt is not None  # an unknown suffix was refused above
@@ -784,7 +862,7 @@ def _version(v):
 @click.pass_obj
 def history(obj: Ctx, name, output):
     """Versions: time, operation, rows added and removed."""
-    t = obj.ro.load_table(name)
+    t = obj.table(name)
     vs = t.versions()
     if output == "json":
         return _print_json(vs)
@@ -813,7 +891,7 @@ def history(obj: Ctx, name, output):
 @click.pass_obj
 def checkout(obj: Ctx, name, version, limit, output):
     """Show a table as of a version or tag."""
-    t = obj.ro.load_table(name, version=_version(version))
+    t = obj.table(name, _version(version))
     data = t.to_arrow(limit=limit)
     if output == "json":
         return _print_json({"version": t.version, "rows": t.count_rows(), "head": data.to_pylist()})
@@ -827,7 +905,7 @@ def checkout(obj: Ctx, name, version, limit, output):
 @click.pass_obj
 def restore(obj: Ctx, name, version):
     """Make an older version (or tag) the latest."""
-    t = obj.cat.load_table(name)
+    t = obj.table(name, write=True)
     t.restore(_version(version))
     console.print(f"{name}: restored {version} as version {t.version}")
 
@@ -844,7 +922,7 @@ def tag():
 @click.pass_obj
 def tag_create(obj: Ctx, name, tag_name, version):
     """Tag a version of a table."""
-    obj.cat.load_table(name).tags.create(tag_name, version)
+    obj.table(name, write=True).tags.create(tag_name, version)
     console.print(f"tagged version {version} of {name} as {tag_name}")
 
 
@@ -854,7 +932,7 @@ def tag_create(obj: Ctx, name, tag_name, version):
 @click.pass_obj
 def tag_list(obj: Ctx, name, output):
     """List the tags of a table."""
-    tags = obj.ro.load_table(name).tags.list()
+    tags = obj.table(name).tags.list()
     if output == "json":
         return _print_json([{"tag": k, "version": int(v["version"])} for k, v in tags.items()])
     if not tags:
@@ -869,7 +947,7 @@ def tag_list(obj: Ctx, name, output):
 @click.pass_obj
 def tag_delete(obj: Ctx, name, tag_name):
     """Delete a tag."""
-    obj.cat.load_table(name).tags.delete(tag_name)
+    obj.table(name, write=True).tags.delete(tag_name)
     console.print(f"deleted tag {tag_name}")
 
 
@@ -886,7 +964,7 @@ def index():
 @click.pass_obj
 def index_create(obj: Ctx, name, column, rows_per_zone, index_name):
     """Build a ZONEMAP index on a column (writes keep it current)."""
-    t = obj.cat.load_table(name)
+    t = obj.table(name, write=True)
     t.create_index(column, "zonemap", name=index_name, rows_per_zone=rows_per_zone)
     console.print(f"{name}: zone map on {column} (version {t.version})")
 
@@ -897,7 +975,7 @@ def index_create(obj: Ctx, name, column, rows_per_zone, index_name):
 @click.pass_obj
 def index_list(obj: Ctx, name, output):
     """List a table's indices and the fragments each covers."""
-    t = obj.ro.load_table(name)
+    t = obj.table(name)
     found = t.list_indices()
     total = len(t.fragments)
     rows = [
@@ -930,7 +1008,7 @@ def index_list(obj: Ctx, name, output):
 @click.pass_obj
 def index_optimize(obj: Ctx, name):
     """Extend the zone maps over fragments they do not cover yet."""
-    t = obj.cat.load_table(name)
+    t = obj.table(name, write=True)
     before = t.version
     t.optimize_indices()
     t.refresh()
@@ -946,7 +1024,7 @@ def index_optimize(obj: Ctx, name):
 @click.pass_obj
 def delete(obj: Ctx, name, where):
     """Delete rows matching a predicate."""
-    t = obj.cat.load_table(name)
+    t = obj.table(name, write=True)
     before = t.count_rows()
     t.delete(where)
     console.print(f"{name}: deleted {before - t.count_rows():,} rows (version {t.version})")
@@ -960,7 +1038,7 @@ def delete(obj: Ctx, name, where):
 def update(obj: Ctx, name, sets, where):
     """Update columns of the rows matching a predicate."""
     values = {k.strip(): v.strip() for k, v in _props(sets, "--set").items()}
-    t = obj.cat.load_table(name)
+    t = obj.table(name, write=True)
     t.update(values, where=where)
     console.print(f"{name}: updated (version {t.version})")
 
@@ -972,7 +1050,7 @@ def update(obj: Ctx, name, sets, where):
 @click.pass_obj
 def compact(obj: Ctx, name, target_rows, output):
     """Merge small fragments and materialise deletions."""
-    t = obj.cat.load_table(name)
+    t = obj.table(name, write=True)
     before = len(t.fragments)
     with _phases("compacting") as tell:
         m = t.compact(target_rows_per_fragment=target_rows, progress=tell)
@@ -1008,7 +1086,7 @@ def compact(obj: Ctx, name, target_rows, output):
 def cleanup(obj: Ctx, name, older_than, dry_run, output):
     """Remove old versions and the orphans of failed commits."""
     age = _duration(older_than)
-    t = obj.cat.load_table(name)
+    t = obj.table(name, write=True)
     with _phases("cleaning up") as tell:
         r = t.cleanup(older_than=age, dry_run=dry_run, progress=tell)
     orphans = r.orphans
@@ -1127,7 +1205,7 @@ def _refuse_missing_sqlite(url: str) -> None:
 @click.pass_obj
 def repair(obj: Ctx, name):
     """Finish half-done commits of a table."""
-    problems = obj.cat.load_table(name).repair()
+    problems = obj.table(name, write=True).repair()
     if problems:
         for p in problems:
             err_console.print(f"[red]{p}[/]")

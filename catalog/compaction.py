@@ -19,13 +19,22 @@ sequence is the old ids in their new order (ranges with holes where rows were
 deleted, arrays after a sort), and its created-at / last-updated-at version
 sequences are carried over row by row.
 
-Indices: Tessera does not rewrite index metadata.  With stable row ids an
-index keeps naming the right rows after compaction (it stores row ids), and
-pylance 14 was observed to answer index-assisted filters correctly on such a
-table (the new fragments are simply scanned as unindexed), so indexed
-fragments are compacted.  Without stable row ids an index stores row
-addresses, which compaction changes, so fragments covered by an index are left
-alone.
+Indices follow the rows, as in pylance 14 (``format.table.indices``; facts in
+``docs/reference/stable-row-ids.md``).  Planning never puts fragments covered
+by different sets of indices in one group (except a sorted compaction's one
+group, which an index covering only part of it stops covering).  With stable row ids an index of
+row ids (vector, FTS, BITMAP, LABEL_LIST, NGRAM, LanceDB's BTREE) stays valid
+and its fragment bitmap moves from a group's old fragments to its new ones
+(except a vector or FTS index that still holds ids of rows the group drops,
+deleted after the index was built: pylance moves it and its top-k answers
+come back short; Tessera's stops covering that group);
+pylance 14's own BTREE holds row addresses and is remapped into a new index
+(``Rewrite.rewritten_indices``, ``format.btree``); zone maps and bloom filters
+stop covering the rewritten fragments (Tessera's own zone maps are extended
+again by the second commit).  Without stable row ids every index holds row
+addresses: BTREEs are remapped, zone maps and bloom filters lose the
+rewritten fragments, and fragments covered by any other index are left alone
+(pylance would remap those too; Tessera cannot write those index kinds).
 """
 
 from __future__ import annotations
@@ -34,15 +43,17 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 
 from tessera.commit.cleanup import Progress
 from tessera.commit.committer import commit_transaction, fragment_live_rows, new_transaction
 from tessera.format.errors import RewriteError
 from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.format.table import indices
 from tessera.format.table.rewrite import TableLayout, rewrite_fragments
-from tessera.format.zonemap import TYPE_URL as ZONEMAP_TYPE_URL
 
+from . import compaction_indices as ci
 from .errors import CompactionError, InvalidArgumentError
 
 log = logging.getLogger(__name__)
@@ -64,23 +75,38 @@ class CompactionMetrics:
 
 def _indexed_fragments(table) -> set[int] | None:
     """Fragment ids compaction must leave alone because an index holds their
-    row addresses (none with stable row ids, none for zone maps); None when
-    that is every fragment."""
-    raw = table._mfile.index_section
-    if not raw or table.stable_row_ids:
+    row addresses and Tessera cannot remap it; None when that is every
+    fragment.  With stable row ids there are none: an index of row ids follows
+    the rows, pylance 14's BTREE of addresses is remapped, and any other index
+    of addresses stops covering the rewritten fragments (a reader scans them).
+    Without them, zone maps, bloom filters and BTREEs do not hold fragments
+    back (the first two lose the rewritten fragments, as in pylance; BTREEs
+    are remapped); every other index (vector, FTS, BITMAP, ...) does, where
+    pylance would remap it."""
+    if table.stable_row_ids:
         return set()
-    from pyroaring import BitMap
-
-    section = table_pb2.IndexSection()
-    section.ParseFromString(raw)
     out: set[int] = set()
-    for idx in section.indices:
-        if idx.index_details.type_url.endswith(ZONEMAP_TYPE_URL):
-            continue  # a zone map holds no row addresses: its zones of removed fragments are just unused
-        if not idx.fragment_bitmap:
+    for idx in ci.section(table):
+        if ci.zone_based(idx) or ci.needs_remap(idx, False):
+            continue
+        covered = indices.fragments(idx)
+        if covered is None:
             return None
-        out |= set(BitMap.deserialize(idx.fragment_bitmap))
+        out |= set(covered)
     return out
+
+
+def _index_sets(table) -> dict[int, frozenset[int]]:
+    """For each fragment, the positions in the index section of the indices
+    covering it: a rewrite group never mixes fragments of different sets, as
+    pylance plans (an index can then follow a group wholly or not at all)."""
+    section = ci.section(table)
+    out: dict[int, set[int]] = {}
+    for pos, idx in enumerate(section):
+        covered = indices.fragments(idx)
+        for fid in covered or ():
+            out.setdefault(fid, set()).add(pos)
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 def plan(
@@ -96,6 +122,7 @@ def plan(
     if indexed is None:
         log.info("%s: an index covers every fragment; nothing can be compacted", table.uri)
         return []
+    sets = _index_sets(table)
     groups: list[list[table_pb2.DataFragment]] = []
     run: list[table_pb2.DataFragment] = []
 
@@ -113,6 +140,8 @@ def plan(
             or materialize_deletions
             and deleted > materialize_deletions_threshold * frag.physical_rows
         )
+        if candidate and sort_by is None and run and sets.get(run[0].id) != sets.get(frag.id):
+            close()
         if candidate:
             run.append(frag)
         else:
@@ -144,12 +173,18 @@ def _layout(table) -> TableLayout:
 
 
 def rewrite_group(
-    table, frags: list[table_pb2.DataFragment], target: int, sort_keys, limit: int | None = None
+    table,
+    frags: list[table_pb2.DataFragment],
+    target: int,
+    sort_keys,
+    limit: int | None = None,
+    addresses: list[np.ndarray] | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write the live rows of ``frags`` as new fragments (ids unassigned) of
-    ``target`` rows each (the last may be smaller); see ``format.table.rewrite``."""
+    ``target`` rows each (the last may be smaller); see ``format.table.rewrite``
+    (``addresses`` receives the old row addresses of each new fragment's rows)."""
     try:
-        return rewrite_fragments(_layout(table), frags, target, sort_keys, limit)
+        return rewrite_fragments(_layout(table), frags, target, sort_keys, limit, addresses)
     except RewriteError as exc:
         raise CompactionError(str(exc)) from exc
 
@@ -187,10 +222,14 @@ def build_compaction(
         return None
     total_old = sum(len(g) for g in groups)
     written, done = [], 0
+    addresses: list[list[np.ndarray]] | None = [] if ci.to_remap(view, groups) else None
     if progress is not None:
         progress("rewriting fragments", 0, total_old)
     for g in groups:
-        written.append(rewrite_group(view, g, target, sort_keys, limit))
+        per_group: list[np.ndarray] | None = [] if addresses is not None else None
+        written.append(rewrite_group(view, g, target, sort_keys, limit, per_group))
+        if addresses is not None and per_group is not None:
+            addresses.append(per_group)
         done += len(g)
         if progress is not None:
             progress("rewriting fragments", done, total_old)
@@ -210,6 +249,9 @@ def build_compaction(
         metrics.fragments_added += len(new)
         metrics.files_removed += sum(len(f.files) for f in old)
         metrics.files_added += sum(len(f.files) for f in new)
+    if addresses is not None:
+        ci.remap_indices(view, groups, written, addresses, txn.rewrite)
+    indices.set_unfollowed(txn, ci.unfollowed(view, groups))
     return txn
 
 

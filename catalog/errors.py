@@ -23,6 +23,8 @@ from tessera.format.errors import (  # noqa: F401
     ColumnNotFoundError,
     CorruptFileError,
     FormatError,
+    InvalidColumnNameError,
+    NotABlobColumnError,
     SchemaMismatchError,
     TesseraError,
     UnsupportedEncodingError,
@@ -125,6 +127,24 @@ class SparkOptionError(TesseraError, ValueError):
 class SparkWriteError(TesseraError):
     """A Spark write that cannot be committed as asked (for example a table
     created concurrently with a different schema)."""
+
+
+class TableNameError(InvalidArgumentError):
+    """A bare table name (``ns.t2``, ``t2``: no scheme, not absolute, no path
+    separator) given where a table's path or URI was expected, with no catalog
+    or namespace named to look it up in (see :mod:`tessera.catalog.names`).
+    The message says how to write it as a folder (``./ns.t2``) or how to name
+    the catalog."""
+
+
+class SparkTableNameError(SparkOptionError, TableNameError):
+    """:class:`TableNameError` from the ``tessera`` Spark data source's options."""
+
+
+class ReplaceWhereMismatchError(SparkWriteError, ValueError):
+    """A Spark write with ``replaceWhere`` whose DataFrame holds a row that
+    does not match the predicate (Delta: "Data written out does not match
+    replaceWhere"); the job fails and nothing is committed."""
 
 
 class RowIdError(TesseraError):

@@ -17,6 +17,7 @@ from tessera.commit.committer import new_transaction
 from tessera.format import deletion as ldeletion
 from tessera.format import schema as lschema
 from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.format.table import lineage as llineage
 from tessera.format.table import paths
 from tessera.format.table.fragments import FragmentReader, write_fragments
 
@@ -102,32 +103,73 @@ def build_delete(table, predicate) -> transaction_pb2.Transaction | None:
 
 
 def _new_value(spec, batch: pa.RecordBatch, field: pa.Field, schema: pa.Schema) -> pa.Array:
-    if isinstance(spec, pc.Expression) or isinstance(spec, str):
-        arr = evaluate(lpred.to_value_expression(spec, schema), batch)
-    elif isinstance(spec, pa.Scalar):
-        arr = pa.array([spec.as_py()] * batch.num_rows, type=spec.type)
+    """The column ``field``'s new values for the rows of ``batch``.
+
+    A SQL value (or pyarrow Expression) and a Python literal (which LanceDB
+    sends to pylance as SQL) are cast to the column's type as pylance casts
+    them (:func:`.assign.assign`); a pyarrow Scalar is typed data and follows
+    pylance's write rule (its type must be the column's: format/table/write_types.py)."""
+    from tessera.format.table.write_types import check_nulls, check_write_schema, conform_array
+
+    from .assign import assign
+
+    if isinstance(spec, pa.Scalar) and not pa.types.is_null(spec.type):
+        check_write_schema(pa.schema([field.with_type(spec.type)]), pa.schema([field]), what="the update value")
+        arr = conform_array(pa.repeat(spec, batch.num_rows), field.type)
     else:
-        arr = pa.array([spec] * batch.num_rows)
-        if pa.types.is_null(arr.type):
-            arr = pa.nulls(batch.num_rows, field.type)
-    if not arr.type.equals(field.type):
-        try:
-            arr = arr.cast(field.type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise SchemaMismatchError(
-                f"cannot set column {field.name!r} ({field.type}) to a {arr.type} value: {exc}"
-            ) from exc
-    if not field.nullable and arr.null_count:
-        raise SchemaMismatchError(f"column {field.name!r} is not nullable")
+        if isinstance(spec, pc.Expression) or isinstance(spec, str):
+            arr = evaluate(lpred.to_value_expression(spec, schema), batch)
+        elif isinstance(spec, pa.Scalar):  # a typed NULL
+            arr = pa.nulls(batch.num_rows)
+        else:
+            try:
+                arr = pa.array([spec] * batch.num_rows)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise InvalidArgumentError(f"cannot use {spec!r} as a value of column {field.name!r}: {exc}") from None
+        arr = assign(arr, field)
+    check_nulls(arr, field)
     return arr
 
 
-def _rewrite_rows(table, where, make_rows) -> transaction_pb2.Transaction | None:
-    """Delete the rows matching ``where`` and write ``make_rows(batch)`` in their place."""
+def _field_ids(table, names) -> list[int]:
+    """The top-level field ids of columns ``names``, in the table's order."""
+    return [f.id for f in table._fields if f.name in set(names)]
+
+
+def _write_moved(table, u, batches: list[pa.RecordBatch], moved: llineage.MovedRows | None) -> None:
+    """Write ``batches`` as the Update's new fragments; the first ``len(moved)``
+    rows are the moved rows, which keep their row ids (stable row ids)."""
+    frags = write_fragments(
+        table.store, batches, table.schema, table._fields, table.file_version, table.max_rows_per_file
+    )
+    if moved is not None and len(moved):
+        moved.attach(frags)
+    u.new_fragments.extend(frags)
+
+
+def _check_values(values: dict, schema: pa.Schema) -> None:
+    """Refuse, before anything is written, an update value the column cannot
+    take: a constant is computed (``'abc'`` into an integer fails here), an
+    expression over columns for one row of NULLs (its type is checked)."""
+    row = pa.RecordBatch.from_arrays([pa.nulls(1, f.type) for f in schema], names=schema.names)
+    for name, spec in values.items():
+        f = schema.field(name)
+        if isinstance(spec, (str, pc.Expression)) and lpred.value_columns(spec, schema):
+            f = f.with_nullable(True)  # the NULL row says nothing about the values' nulls
+        _new_value(spec, row, f, schema)
+
+
+def _rewrite_rows(table, where, make_rows, modified) -> transaction_pb2.Transaction | None:
+    """Delete the rows matching ``where`` and write ``make_rows(batch)`` in
+    their place: an Update in pylance's "rewrite rows" mode; with stable row
+    ids the rows keep their ids.  ``modified`` names the columns set."""
     expr = lpred.to_expression(where, table.schema) if where is not None else None
     names = list(table.schema.names)
     txn = new_transaction(table.version)
     u = txn.update
+    u.update_mode = transaction_pb2.Transaction.REWRITE_ROWS
+    u.fields_for_preserving_frag_bitmap.extend(_field_ids(table, modified))
+    moved = llineage.MovedRows(table.store) if table.stable_row_ids else None
     new_batches: list[pa.RecordBatch] = []
     for frag in table.manifest.fragments:
         reader = FragmentReader(table.store, frag, table._fields)
@@ -135,15 +177,13 @@ def _rewrite_rows(table, where, make_rows) -> transaction_pb2.Transaction | None
         if len(rows):
             for b in batches:
                 new_batches.append(make_rows(b))
+            if moved is not None:
+                moved.add(frag, rows)
             _delete_rows(table, frag, reader, rows, u.updated_fragments, u.removed_fragment_ids)
         reader.close()
     if not new_batches:
         return None
-    u.new_fragments.extend(
-        write_fragments(
-            table.store, new_batches, table.schema, table._fields, table.file_version, table.max_rows_per_file
-        )
-    )
+    _write_moved(table, u, new_batches, moved)
     return txn
 
 
@@ -158,6 +198,7 @@ def build_update(table, values: dict, where) -> transaction_pb2.Transaction | No
     for spec in values.values():
         if isinstance(spec, (str, pc.Expression)):
             lpred.to_value_expression(spec, schema)
+    _check_values(values, schema)
 
     def make_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
         cols = []
@@ -165,7 +206,7 @@ def build_update(table, values: dict, where) -> transaction_pb2.Transaction | No
             cols.append(_new_value(values[f.name], batch, f, schema) if f.name in values else batch.column(f.name))
         return pa.RecordBatch.from_arrays(cols, schema=schema)
 
-    return _rewrite_rows(table, where, make_rows)
+    return _rewrite_rows(table, where, make_rows, list(values))
 
 
 def build_merge_insert(
@@ -199,9 +240,19 @@ def build_merge_insert(
             raise UnknownColumnError(f"merge key {k!r} is not a column of the table {schema.names}")
         if k not in source.column_names:
             raise SchemaMismatchError(f"merge key {k!r} is missing from the source data")
-    from tessera.format.table.fragments import conform_batch
+    from tessera.format.table.fragments import check_write_schema, conform_batch
 
-    source = pa.Table.from_batches([conform_batch(b, schema) for b in source.to_batches()], schema=schema)
+    # pylance's write rule, keys included (a string "1" never matches the integer 1), checked before
+    # anything is read or written; every column is needed (pylance's partial update is not supported)
+    absent = [n for n in schema.names if n not in source.column_names]
+    if absent:
+        raise SchemaMismatchError(
+            f"the merge_insert source has no column {absent}: Tessera's merge_insert writes whole rows, so the "
+            "source needs every column of the table (pylance would update only the columns given)"
+        )
+    check_write_schema(source.schema, schema, allow_missing=False, what="the merge_insert source")
+    batches = [conform_batch(b, schema, allow_missing=False) for b in source.to_batches()]
+    source = pa.Table.from_batches(batches, schema=schema)
     keys = source.select(on)
     src_keys = keys.append_column("__src", pa.array(np.arange(source.num_rows, dtype=np.int64)))
     fields = fields_by_name(table._fields, on)
@@ -210,6 +261,7 @@ def build_merge_insert(
     matched_src: list[np.ndarray] = []
     updated_from: list[np.ndarray] = []  # the source row replacing each matched target row
     n_deleted = n_updated = 0
+    moved = llineage.MovedRows(table.store) if table.stable_row_ids else None
     plans = []
     for frag in table.manifest.fragments:
         reader = FragmentReader(table.store, frag, fields)
@@ -237,6 +289,8 @@ def build_merge_insert(
             order = np.argsort(hit_off, kind="stable")
             updated_from.append(hit_src[order])
             n_updated += len(hit_off)
+            if moved is not None:
+                moved.add(frag, hit_off[order])
         if delete_unmatched_target:
             unmatched = np.setdiff1d(offs, hit_off)
             n_deleted += len(unmatched)
@@ -260,14 +314,12 @@ def build_merge_insert(
         num_deleted_rows=n_deleted,
     )
     if len(rows):
-        new = source.take(pa.array(rows))
-        u.new_fragments.extend(
-            write_fragments(
-                table.store, new.to_batches(), schema, table._fields, table.file_version, table.max_rows_per_file
-            )
-        )
+        # the updated rows first (they keep their row ids), then the inserted ones
+        _write_moved(table, u, source.take(pa.array(rows)).to_batches(), moved)
     if not (u.new_fragments or u.updated_fragments or u.removed_fragment_ids):
         return None
+    u.update_mode = transaction_pb2.Transaction.REWRITE_ROWS
+    u.fields_for_preserving_frag_bitmap.extend(_field_ids(table, schema.names))
     return txn
 
 
@@ -286,6 +338,7 @@ def build_add_columns(table, columns) -> transaction_pb2.Transaction:
             raise InvalidArgumentError("add_columns needs at least one column")
         exprs = {}
         for name, spec in columns.items():
+            lschema.check_column_name(name)
             if name in schema.names:
                 raise InvalidArgumentError(f"column {name!r} already exists")
             exprs[name] = lpred.to_value_expression(spec, schema)
@@ -294,6 +347,7 @@ def build_add_columns(table, columns) -> transaction_pb2.Transaction:
     else:
         data = ldata.to_table(columns)
         for name in data.column_names:
+            lschema.check_column_name(name)
             if name in schema.names:
                 raise InvalidArgumentError(f"column {name!r} already exists")
         if data.num_rows != table.count_rows():
@@ -353,6 +407,12 @@ def build_add_columns(table, columns) -> transaction_pb2.Transaction:
 
 
 def build_drop_columns(table, names: Sequence[str]) -> transaction_pb2.Transaction:
+    """A Project transaction with the schema minus the top-level columns ``names``.
+
+    As pylance's, it carries only the new schema: the manifest built from it
+    (commit/builder.py) loses every index naming a dropped field (a struct's
+    children too) and the data files left without a field; the files stay on
+    disk for older versions until a clean-up (docs/reference/index-lifecycle.md)."""
     existing = {f.name for f in table._fields}
     for n in names:
         if n not in existing:
@@ -373,6 +433,7 @@ def build_rename_column(table, old: str, new: str) -> transaction_pb2.Transactio
         raise InvalidArgumentError(f"cannot rename {old!r} to {new!r}: that column exists")
     if not new or not isinstance(new, str):
         raise InvalidArgumentError("the new column name must be a non-empty string")
+    lschema.check_column_name(new)
     protos = lschema.fields_to_protos(table._fields)
     for p in protos:
         if p.parent_id == -1 and p.name == old:

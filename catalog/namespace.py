@@ -30,6 +30,7 @@ and a re-sent commit of the same manifest succeeds.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import Iterator
 from typing import Any, TypeVar
@@ -109,10 +110,13 @@ from tessera.stores.object_store import ObjectStore, open_object_store
 
 from . import errors as E
 from .catalog import Catalog, connect
+from .namespace_rollback import abandon_first_commit
 from .table import make_handler
 from .tags import Tags
 
 __all__ = ["TesseraNamespace", "register"]
+
+log = logging.getLogger(__name__)
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -177,10 +181,14 @@ class _TableAccess:
     fresh per request, so no request inherits another's bound identity)."""
 
     def __init__(self, ns: TesseraNamespace, ident: tuple[str, str]) -> None:
+        self.ident = ident
         self.name, self.uri, recorded = ns.catalog._table_row(ident)
+        self.recorded = recorded
         self.store = ns._object_store(self.uri)
         self.handler: CommitHandler = make_handler(self.uri, ns._commit_store(recorded), ns.catalog.retry)
         self.root = root_relative(self.store)
+        #: set once a commit asked the coordinator for its version (its outcome may be unknown from then on)
+        self.asked = False
 
     def full_path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if self.root else rel
@@ -542,7 +550,19 @@ class TesseraNamespace(LanceNamespace):
         if request.branch:
             raise nserr.UnsupportedOperationError("branches are not supported")
         with _translated():
-            return CreateTableVersionResponse(version=self._commit(self._access(request.id), request))
+            t = self._access(request.id)
+            try:
+                entry = self._commit(t, request)
+            except Exception:
+                if request.version == 1 and not t.asked:
+                    self._abandon(t, request.manifest_path)  # a refused create leaves nothing behind
+                raise
+            if request.version == 1 and not self.catalog.table_exists(t.ident):
+                # a concurrent creator's refused create removed the declaration while
+                # this one committed: an acknowledged table keeps its name
+                with contextlib.suppress(E.TableExistsError):
+                    self.catalog.declare_table(t.ident, location=t.uri, commit_store=t.recorded)
+            return CreateTableVersionResponse(version=entry)
 
     def _commit(self, t: _TableAccess, request: CreateTableVersionRequest) -> TableVersion:
         version = request.version
@@ -592,6 +612,8 @@ class TesseraNamespace(LanceNamespace):
             )
         if latest:
             self._check_lineage(t, latest, mfile)
+        faults.point(faults.CHECKED)
+        t.asked = True
         h = t.handler
         if isinstance(h, ExternalCommitHandler):
             record = VersionRecord(h.table_key, version, staged, len(data), txn, h.incarnation)
@@ -605,17 +627,50 @@ class TesseraNamespace(LanceNamespace):
                 t.store.delete(staged)
         return _entry(version, t.full_path(final), len(data), mfile)
 
+    def _abandon(self, t: _TableAccess, manifest_path: str) -> None:
+        """Undo a declared table whose first commit was refused before its
+        version was asked for (see :mod:`catalog.namespace_rollback`); never
+        raises (the refusal is what the client must hear)."""
+        try:
+            staged: str | None = t.table_relative(manifest_path)
+        except nserr.LanceNamespaceError:
+            staged = None
+        if staged is not None and not _STAGED.match(staged):
+            staged = None  # only a staged manifest's own files are ever removed
+        try:
+            abandon_first_commit(self.catalog, t.ident, t.store, staged, lambda: t.latest() is not None)
+        except Exception:  # noqa: BLE001 - best effort
+            log.exception("%s: removing the declaration of a refused create failed", t.name)
+
     def _check_lineage(self, t: _TableAccess, latest: int, staged: mf.ManifestFile) -> None:
         """The staged manifest must continue this table: the coordinator and
         incarnation it carries (pylance keeps the config of the manifest it
-        built on) are the latest version's."""
+        built on) are the latest version's.  A restore carries the config of
+        the version it restores instead (pylance copies that manifest, which
+        may predate the table's incarnation, written before a Tessera writer
+        adopted one): that version of this table must carry the same."""
         current = t.handler.load(t.store, latest)
         mine, theirs = incarnation_of(current.manifest), incarnation_of(staged.manifest)
         if mine is not None and theirs != mine:
-            raise IncarnationMismatchError(
-                f"the manifest for {t.name} version {staged.manifest.version} was built on incarnation {theirs}, "
-                f"but the table is incarnation {mine}: it was dropped and recreated since the writer read it"
-            )
+            restored = _restored_version(staged)
+            if restored is None or not 0 < restored <= latest:
+                raise IncarnationMismatchError(
+                    f"the manifest for {t.name} version {staged.manifest.version} was built on incarnation {theirs}, "
+                    f"but the table is incarnation {mine}: it was dropped and recreated since the writer read it"
+                )
+            try:
+                old = t.handler.load(t.store, restored)
+            except VersionNotFoundError:
+                raise nserr.InvalidInputError(
+                    f"the manifest for {t.name} version {staged.manifest.version} restores version {restored}, "
+                    "which no longer exists (cleaned up)"
+                ) from None
+            if incarnation_of(old.manifest) != theirs:
+                raise IncarnationMismatchError(
+                    f"the manifest for {t.name} version {staged.manifest.version} restores version {restored} of "
+                    f"incarnation {theirs}, but this table's version {restored} is incarnation "
+                    f"{incarnation_of(old.manifest)}: the table was dropped and recreated since the writer read it"
+                )
         t.handler.bind(current.manifest, t.uri)
 
     # -- helpers -------------------------------------------------------------------------
@@ -628,6 +683,14 @@ class TesseraNamespace(LanceNamespace):
     @staticmethod
     def _str_props(props: dict[str, Any]) -> dict[str, str]:
         return {str(k): v if isinstance(v, str) else str(v) for k, v in props.items()}
+
+
+def _restored_version(mfile: mf.ManifestFile) -> int | None:
+    """The version a manifest's transaction restores, or None when it is no restore."""
+    txn = mfile.transaction
+    if txn is None or txn.WhichOneof("operation") != "restore":
+        return None
+    return int(txn.restore.version)
 
 
 def _parts(id: list[str]) -> list[str]:

@@ -63,6 +63,7 @@ from tessera.catalog.errors import (
     UnknownColumnError,
     UnsupportedPredicateError,
 )
+from tessera.format import arrow_compat
 
 __all__ = ["Predicate", "filter_mask", "referenced_columns", "to_expression", "to_sql"]
 
@@ -90,7 +91,6 @@ _ARITH: dict[type, Callable] = {
     exp.Sub: pc.subtract_checked,
     exp.Mul: pc.multiply_checked,
     exp.Div: pc.divide_checked,
-    exp.Mod: pc.remainder_checked,
 }
 _T = exp.DataType.Type
 _CAST_NAMES: dict[str, pa.DataType] = {  # by name: older sqlglot releases lack some members
@@ -290,6 +290,16 @@ class _Translator:
     def compare(self, fn: Callable, a: _Val, b: _Val) -> _Val:
         """A comparison, after casting a constant side to the other side's type."""
         return self.apply(fn, *self.coerce(a, b))
+
+    def remainder(self, a: _Val, b: _Val) -> Callable:
+        """SQL's ``%`` for these operands (``pc.remainder_checked``, or its
+        equivalent where pyarrow is older than 26: format/arrow_compat.py)."""
+        try:
+            return arrow_compat.remainder_checked_for(lambda: (self.type_of(a), self.type_of(b)))
+        except _ARROW_ERRORS as e:
+            raise _err(
+                PredicateTypeError, f"{a.expr} % {b.expr} in predicate {self.text!r} does not type-check: {e}"
+            ) from e
 
     def logic(self, fn: Callable, *args: _Val) -> _Val:
         """A boolean operator; a bare NULL operand is taken as a boolean NULL."""
@@ -661,6 +671,9 @@ class _Translator:
             return self.compare(_COMPARE[type(node)], self.visit(node.this), self.visit(node.expression))
         if type(node) in _ARITH:
             return self.compare(_ARITH[type(node)], self.visit(node.this), self.visit(node.expression))
+        if isinstance(node, exp.Mod):
+            a, b = self.coerce(self.visit(node.this), self.visit(node.expression))
+            return self.apply(self.remainder(a, b), a, b)
         if isinstance(node, exp.Neg):
             return self.apply(pc.negate_checked, self.visit(node.this))
         if isinstance(node, (exp.And, exp.Or)):  # flattened: long chains must not recurse deeply
@@ -744,13 +757,13 @@ def _translate(text: str, schema: pa.Schema, boolean: bool = True) -> tuple[pc.E
     it reads.  Remembered for the last few (text, schema) pairs: a scan asks
     for the expression and for its columns, and repeated scans repeat their
     filters (an Expression is immutable; the set is copied)."""
-    expr, columns = _translate_cached(text, schema, boolean)
+    expr, columns = _translate_cached(text, arrow_compat.SchemaKey(schema), boolean)
     return expr, set(columns)
 
 
 @functools.lru_cache(maxsize=256)
-def _translate_cached(text: str, schema: pa.Schema, boolean: bool) -> tuple[pc.Expression, frozenset[str]]:
-    expr, columns = _translate_once(text, schema, boolean)
+def _translate_cached(text: str, key: arrow_compat.SchemaKey, boolean: bool) -> tuple[pc.Expression, frozenset[str]]:
+    expr, columns = _translate_once(text, key.schema, boolean)
     return expr, frozenset(columns)
 
 
@@ -1122,7 +1135,7 @@ def _expression_terms(expr: pc.Expression, schema: pa.Schema) -> list[RangeTerm]
                     out.append(RangeTerm(col, op, (c,)))
         elif node.name == "is_in" and len(node.args) == 1 and (col := column_of(node.args[0])) is not None:
             opts = node.options
-            if not isinstance(opts, pa.StructScalar) or "value_set" not in opts.type.names:
+            if not isinstance(opts, pa.StructScalar) or opts.type.get_field_index("value_set") < 0:
                 return
             value_set = opts["value_set"].values
             if value_set is None or len(value_set) == 0 or value_set.null_count:

@@ -376,7 +376,10 @@ class _Guard:
 
 
 async def _read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The JSON object in the body ({} for none), read up to ``limit`` bytes."""
+    """The JSON object in the body, read up to ``limit`` bytes: ``{}`` for an
+    empty body and for JSON ``null``, which LanceDB's REST client sends where
+    a request has no field but the id (``version/list``); the model then says
+    whether a required field is missing."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -391,6 +394,8 @@ async def _read_json(request: Request, limit: int) -> dict[str, Any]:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise _invalid(f"the body is not JSON: {exc}") from None
+    if data is None:
+        return {}
     if not isinstance(data, dict):
         raise _invalid(f"the body must be a JSON object, got {type(data).__name__}")
     return data

@@ -37,6 +37,7 @@ from tessera.stores.object_store import ObjectStore, open_object_store
 
 from . import data as ldata
 from .errors import InvalidArgumentError, TableExistsError
+from .names import check_location, is_table_name
 from .scan import DEFAULT_BATCH_SIZE, Scan
 from .tags import Tags
 
@@ -60,6 +61,13 @@ Data = Any
 """Rows as anything :func:`tessera.catalog.data.to_reader` accepts: a pyarrow
 Table, RecordBatch(Reader) or Dataset, a pandas DataFrame, a Polars frame, a
 list of dicts, a dict of columns, or any Arrow C stream."""
+
+
+_OPEN_HINT = (
+    "open it from its catalog with tessera.connect(warehouse=...).load_table({name}) "
+    "or from a namespace with Table.open({name}, namespace=...)"
+)
+_CREATE_HINT = "create it with tessera.connect(warehouse=...).create_table({name}, data)"
 
 
 def _naming(naming: str | mf.NamingScheme) -> mf.NamingScheme:
@@ -146,7 +154,14 @@ class Table:
         ``dynamodb:///TABLE?...``, a SQLAlchemy URL) that coordinates commits;
         without it, the object store's own put-if-not-exists does.
         ``mode="create"`` refuses an existing table; ``"overwrite"`` replaces it.
-        ``retry`` bounds retries and read-backs (default :class:`RetryPolicy`)."""
+        ``retry`` bounds retries and read-backs (default :class:`RetryPolicy`).
+
+        ``uri`` is a location: a URI, an absolute path, or a relative path
+        with a separator (``"warehouse/events"``, ``"./t2"``).  A bare name
+        (``"ns.t2"``, ``"t2"``) is a table *name* and is refused with
+        :class:`TableNameError` (see :mod:`tessera.catalog.names`): create
+        catalog tables with ``tessera.connect(...).create_table(name, ...)``."""
+        check_location(uri, catalog_hint=_CREATE_HINT)
         store = open_object_store(uri, storage_options)
         handler = make_handler(uri, commit_store, retry)
         handler.check_store(store)  # refuse an untrustworthy store before writing anything
@@ -204,13 +219,21 @@ class Table:
         table's id in it (``"sales.orders"`` or a list of parts) and every
         commit goes through the namespace's ``create_table_version``;
         ``namespace_properties`` configure a URL's client
-        (``{"header.Authorization": "Bearer TOKEN"}``)."""
+        (``{"header.Authorization": "Bearer TOKEN"}``).
+
+        Without ``namespace``, ``uri`` is a location: a URI, an absolute
+        path, or a relative path with a separator (``"warehouse/events"``,
+        ``"./t2"``).  A bare name (``"ns.t2"``, ``"t2"``) is a table *name*
+        and is refused with :class:`TableNameError` (see
+        :mod:`tessera.catalog.names`): open it from its catalog
+        (``tessera.connect(...).load_table(name)``) or its namespace."""
         if namespace is not None:
             if commit_store is not None:
                 raise InvalidArgumentError("a table opened through a namespace commits through it: no commit_store")
             return cls._open_in_namespace(namespace, uri, version, storage_options, retry, namespace_properties)
         if not isinstance(uri, str):
             raise InvalidArgumentError(f"a table URI is a string (a list is a table id: pass namespace=), got {uri!r}")
+        check_location(uri, catalog_hint=_OPEN_HINT)
         store = open_object_store(uri, storage_options)
         handler = make_handler(uri, commit_store, retry)
         try:
@@ -250,6 +273,11 @@ class Table:
             ns = connect_namespace(namespace, properties)
         except ValueError as exc:
             raise InvalidArgumentError(str(exc)) from None
+        if isinstance(table_id, str) and table_id and not is_table_name(table_id):
+            raise InvalidArgumentError(
+                f"{table_id!r} is a path or URI, but a table opened through a namespace is named by its id "
+                "('namespace.table'); open a path without namespace="
+            )
         parts = table_id.split(".") if isinstance(table_id, str) else list(table_id)
         if not parts or not all(isinstance(p, str) and p for p in parts):
             raise InvalidArgumentError(f"a table id is 'namespace.table' or a list of parts, got {table_id!r}")
@@ -397,6 +425,7 @@ class Table:
             fields or self._fields,
             self.file_version,
             self.max_rows_per_file,
+            data_schema=reader.schema,  # pylance's write rule, checked before anything is written
         )
 
     # -- writes --------------------------------------------------------------------------
@@ -818,6 +847,55 @@ class Table:
         inverse = np.empty(idx.size, dtype=np.int64)
         inverse[np.concatenate(order)] = np.arange(idx.size)
         return table.take(pa.array(inverse))
+
+    def take_blobs(
+        self,
+        column: str,
+        indices: Sequence[int] | None = None,
+        *,
+        ids: Sequence[int] | None = None,
+        addresses: Sequence[int] | None = None,
+    ) -> list[Any]:
+        """Values of blob column ``column`` as read-only, seekable file-like
+        objects (pylance's ``take_blobs``): each reads only the bytes asked
+        for, from the data file (or sidecar) holding the value; None for a
+        null value.  Select rows by exactly one of ``indices`` (positions
+        among the live rows, as :meth:`take`), ``ids`` (``_rowid``) or
+        ``addresses`` (``_rowaddr``).  Close the files when done.
+
+        Raises:
+            InvalidArgumentError: not exactly one selection, or a row that is not live.
+            NotABlobColumnError: ``column`` is not a blob column.
+            UnsupportedEncodingError: a value is an external blob (outside the table).
+        """
+        from tessera.format.errors import NotABlobColumnError, RowOutOfRangeError
+        from tessera.format.table.fragments import file_reader_cache, take_blobs
+
+        from .scan import fields_by_name
+
+        given = [x for x in (indices, ids, addresses) if x is not None]
+        if len(given) != 1:
+            raise InvalidArgumentError("take_blobs needs exactly one of indices, ids or addresses")
+        (field,) = fields_by_name(self._fields, [column])
+        if field.blob is None:
+            raise NotABlobColumnError(
+                f"column {column!r} is not a blob column (large_binary with lance-encoding:blob metadata)"
+            )
+        if indices is not None:
+            addr = self.take(indices, columns=[], with_row_address=True).column("_rowaddr").to_numpy()
+        elif ids is not None:
+            from .rowid_index import resolve
+
+            addr, found = resolve(self, np.asarray(ids, dtype=np.uint64).ravel())
+            if not found.all():
+                missing = np.asarray(ids)[~found][:5].tolist()
+                raise InvalidArgumentError(f"row ids not live in version {self.version}: {missing}")
+        else:
+            addr = np.asarray(addresses, dtype=np.uint64)
+        try:
+            return take_blobs(self._store, self.manifest.fragments, field, addr, file_reader_cache(self))
+        except RowOutOfRangeError as exc:
+            raise InvalidArgumentError(str(exc)) from exc
 
     # -- maintenance ---------------------------------------------------------------------
 

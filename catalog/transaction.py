@@ -76,7 +76,7 @@ class _Staging:
             restore_from=restore_from.manifest if restore_from else None,
             identity=table._handler.config(),
         )
-        index = build_index_section(txn, base.index_section, restore_from, version=base.version)
+        index = build_index_section(txn, base.index_section, restore_from, version=base.version, manifest=manifest)
         data = mf.write_manifest(manifest, txn, index)
         entry.versions.append((version, data, txn))
         return mf.ManifestFile(manifest, txn, index, base.naming)

@@ -1,23 +1,26 @@
 """Clean-up of what failed commits leave behind.
 
-Data files, deletion files and transaction files that no version references,
-and staged manifests that no manifest-store row points at, are removed once
-they are older than a threshold — never while young, since a commit in flight
-writes its files before it wins its version.
+Data files, deletion files, transaction files and index files that no
+version references, and staged manifests that no manifest-store row points
+at, are removed once they are older than a threshold — never while young,
+since a commit in flight writes its files before it wins its version.  On
+local disk an index's folder (``_indices/<uuid>/``) goes with its last file.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import time
 import uuid as uuidlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tessera.format import manifest as mf
 from tessera.format.protos import table_pb2
 from tessera.format.table import paths
+from tessera.stores.local import LocalObjectStore
 from tessera.stores.object_store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -79,6 +82,51 @@ def expand_dirs(store: ObjectStore, names: list[str]) -> list[str]:
     return out
 
 
+def remove_empty_dirs(store: ObjectStore, dirs: Iterable[str]) -> int:
+    """Remove the folders ``dirs`` (``_indices/<uuid>/``, say) and the folders
+    under them, if empty, on local disk: a clean-up that removed an index's
+    files removes its folder too, as pylance's does.  An object store (S3)
+    has no folders: nothing to do.  Returns how many folders were removed."""
+    if not isinstance(store, LocalObjectStore):
+        return 0
+    removed = 0
+    for d in dirs:
+        top = os.path.join(store.root, d.strip("/"))
+        if os.path.normpath(top) == store.root or not os.path.isdir(top):
+            continue
+        for dirpath, _subdirs, _files in os.walk(top, topdown=False):
+            try:
+                os.rmdir(dirpath)  # only an empty folder goes: one with a file is left alone
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
+def _stale_index_dirs(store: ObjectStore, keep: set[str], cutoff: float) -> list[str]:
+    """``_indices/<uuid>/`` folders on local disk that are empty, older than
+    ``cutoff`` and named by no kept version (left by an older clean-up); a
+    folder an index is being written into is never old: adding a file
+    touches it."""
+    if not isinstance(store, LocalObjectStore):
+        return []
+    base = os.path.join(store.root, paths.INDICES_DIR)
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return []
+    out = []
+    for e in entries:
+        name = f"{paths.INDICES_DIR}/{e.name}/"
+        try:
+            if e.is_dir(follow_symlinks=False) and name not in keep and e.stat().st_mtime <= cutoff:
+                if not any(os.scandir(e.path)):
+                    out.append(name)
+        except OSError:
+            continue
+    return out
+
+
 def remove_orphans(
     store: ObjectStore,
     keep: set[str],
@@ -106,6 +154,8 @@ def remove_orphans(
                 continue
             elif prefix == paths.INDICES_DIR and "/".join(path.split("/")[:2]) + "/" in keep:
                 continue  # a file of an index some version lists
+            elif path.endswith(".blob") and path.rsplit("/", 1)[0] + ".lance" in keep:
+                continue  # a blob sidecar (data/<stem>/<id>.blob) of a data file some version lists
             if mtime > cutoff:
                 report.kept_young += 1
                 continue
@@ -113,6 +163,10 @@ def remove_orphans(
                 store.delete(path)
             report.removed.append(path)
             report.bytes_removed += size
+    if not dry_run:
+        # the folders of the index files removed here, and empty ones left before
+        emptied = {"/".join(p.split("/")[:2]) + "/" for p in report.removed if p.startswith(paths.INDICES_DIR + "/")}
+        remove_empty_dirs(store, sorted(emptied | set(_stale_index_dirs(store, keep, cutoff))))
     if report.removed:
         log.info("%s: removed %d orphaned objects (%d bytes)", store.uri, len(report.removed), report.bytes_removed)
     return report

@@ -30,11 +30,12 @@ from tessera.stores.object_store import ObjectStore
 
 from . import conflicts
 from . import store as tstore
-from .builder import TRANSACTION_FILES, build_index_section, build_manifest
+from .builder import build_index_section, build_manifest
 from .errors import BaseVersionGoneError, CommitConflictError, IncompatibleTransactionError, TooMuchContentionError
 from .handlers import CommitHandler, NativeCommitHandler
 from .lineage import fingerprint
 from .retry import DEFAULT_POLICY, RetryPolicy
+from .txn_files import inline_transaction_bytes, write_transaction_file
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,6 @@ def commit_transaction(
         scheme = base.naming or tstore.list_versions(store)[1] or naming or mf.NamingScheme.V2
     else:
         scheme = naming or mf.NamingScheme.V2
-    txn_path = paths.new_transaction_path(txn.read_version, txn.uuid)
     state = {"base": base}
     result: list[mf.ManifestFile] = []
 
@@ -103,10 +103,13 @@ def commit_transaction(
             cur.index_section if cur else None,
             restore_from,
             version=cur.version if cur else 0,
+            manifest=manifest,
         )
-        if TRANSACTION_FILES:
-            store.put(txn_path, txn.SerializeToString())
         data = mf.write_manifest(manifest, txn, index)
+        body = inline_transaction_bytes(data, manifest)
+        if manifest.transaction_file and body is not None:
+            # the inline copy's very bytes, before the manifest can be seen (as pylance writes it)
+            write_transaction_file(store, manifest.transaction_file, body)
         try:
             handler.commit(store, target, data, scheme, txn.uuid, cur, deadline)
         except BaseVersionGoneError:

@@ -12,6 +12,8 @@ from collections.abc import Callable
 _actions: dict[str, Callable[[], None]] = {}
 
 STAGED = "after_stage"
+#: the namespace checked a staged manifest and is about to ask the coordinator for its version
+CHECKED = "namespace_checked"
 RESERVED = "after_reserve"
 COPIED = "after_copy"
 FLIPPED = "after_flip"

@@ -35,6 +35,7 @@ import hashlib
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
@@ -68,6 +69,7 @@ from .errors import (
 )
 from .lineage import CONFIG_INCARNATION, fingerprint_at, incarnation_of, transaction_uuid, transaction_uuid_of
 from .retry import DEFAULT_POLICY, RetryPolicy
+from .txn_files import repair_transaction_files
 
 log = logging.getLogger(__name__)
 
@@ -386,7 +388,17 @@ class NativeCommitHandler:
         return bool(tstore.list_versions(store)[0])
 
     def repair(self, store: ObjectStore) -> list[str]:
-        return []  # a native commit is one put: nothing is ever half done
+        """A native commit is one put: nothing is ever half done.  Transaction
+        files a power loss emptied are rewritten from their manifests."""
+        names, naming = tstore.list_versions(store)
+
+        def manifests() -> Iterator[mf.ManifestFile]:
+            for v in sorted(names):
+                with contextlib.suppress(VersionNotFoundError):  # cleaned up meanwhile
+                    yield tstore.load_manifest(store, v, naming)
+
+        repair_transaction_files(store, manifests())
+        return []
 
     def pending_paths(self) -> set[str]:
         return set()
@@ -686,22 +698,28 @@ class ExternalCommitHandler:
                 return row
             owner = transaction_uuid_of(data) or _foreign_id(data)
             found = VersionRecord(self.table_key, row.version + 1, nxt, len(data), owner, row.incarnation)
-            try:
-                self.ms.reserve(found)
-                log.warning(
-                    "%s: version %d was committed by a writer outside the manifest store (transaction %s); recorded it",
-                    store.uri,
-                    found.version,
-                    owner,
-                )
-            except VersionExistsError:
-                pass  # a writer reserved it meanwhile: its row is read below (and finished)
-            except StoreError as exc:
-                log.warning(
-                    "%s: cannot record version %d committed outside the store (%s)", store.uri, found.version, exc
-                )
-                return row
+            # a Tessera writer reserves its row before it publishes the final
+            # name, so a row there now is no foreign commit: the latest row was
+            # read before that writer's reservation (finished below)
             got = self.ms.get(self.table_key, found.version)
+            if got is None:
+                try:
+                    if self.ms.reserve(found):  # False: another reader recorded it first (and said so)
+                        log.warning(
+                            "%s: version %d was committed by a writer outside the manifest store (transaction %s); "
+                            "recorded it",
+                            store.uri,
+                            found.version,
+                            owner,
+                        )
+                except VersionExistsError:
+                    pass  # a writer reserved it meanwhile: its row is read below (and finished)
+                except StoreError as exc:
+                    log.warning(
+                        "%s: cannot record version %d committed outside the store (%s)", store.uri, found.version, exc
+                    )
+                    return row
+                got = self.ms.get(self.table_key, found.version)
             if got is None:
                 return row
             self._final_path(store, got)
@@ -754,12 +772,22 @@ class ExternalCommitHandler:
     def repair(self, store: ObjectStore) -> list[str]:
         """Finish every half-done commit; report rows that cannot be finished."""
         problems = []
+        finished = []
         for row in self.ms.versions_after(self.table_key, 0):
             try:
                 self._final_path(store, row)
+                finished.append(row.version)
             except UnrecoverableCommitError as exc:
                 problems.append(str(exc))
+        # transaction files a power loss emptied, rewritten from their manifests
+        repair_transaction_files(store, (m for v in finished if (m := self._load_quiet(store, v)) is not None))
         return problems
+
+    def _load_quiet(self, store: ObjectStore, version: int) -> mf.ManifestFile | None:
+        try:
+            return self.load(store, version)
+        except (VersionNotFoundError, IncarnationMismatchError):
+            return None  # recorded but cleaned up behind the store: nothing to repair
 
     def pending_paths(self) -> set[str]:
         return {r.path for r in self.ms.versions_after(self.table_key, 0) if not r.is_final}

@@ -4,7 +4,8 @@ Every table must be coordinated by the same SQL manifest store, whose
 ``reserve_many`` inserts every row in ONE database transaction: that is the
 commit point of the whole set.  The steps:
 
-1. write each version's transaction file and staged manifest;
+1. write each version's transaction file (unsynced, see :mod:`commit.txn_files`)
+   and staged manifest;
 2. reserve every row at once.  VersionExistsError means another writer took
    one of the versions: nothing was reserved, the staged manifests are
    deleted, CommitConflictError.  An ambiguous answer is read back with the
@@ -41,10 +42,10 @@ from tessera.stores.object_store import ObjectStore
 
 from . import faults
 from . import store as tstore
-from .builder import TRANSACTION_FILES
 from .errors import CommitConflictError, CommitOutcomeUnknownError, PartialTransactionError
 from .handlers import ExternalCommitHandler
 from .retry import DEFAULT_POLICY, RetryPolicy
+from .txn_files import inline_transaction_bytes, write_transaction_file
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,11 @@ def commit_many(ms: MultiTableStore, versions: list[TableVersion], policy: Retry
     deadline = policy.deadline()
     records: list[VersionRecord] = []
     for v in versions:
-        if TRANSACTION_FILES:  # else the transaction is inline in the manifest only
-            v.store.put(paths.new_transaction_path(v.txn.read_version, v.txn.uuid), v.txn.SerializeToString())
+        # the transaction file first (the manifest's inline bytes), as a single-table commit writes it
+        manifest = mf.read_manifest(v.data).manifest
+        body = inline_transaction_bytes(v.data, manifest)
+        if manifest.transaction_file and body is not None:
+            write_transaction_file(v.store, manifest.transaction_file, body)
         records.append(v.handler.stage(v.store, v.version, v.data, v.scheme, v.txn.uuid))
     _reserve_all(ms, versions, records, policy, deadline)
     faults.point(faults.RESERVED)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from tessera.format import manifest as mf
@@ -35,6 +36,7 @@ from .errors import (
 )
 from .lineage import fingerprint, transaction_uuid_of
 from .retry import DEFAULT_POLICY, RetryPolicy
+from .txn_files import repair_transaction_files
 
 __all__ = ["NamespaceCommitHandler", "connect_namespace", "root_relative"]
 
@@ -264,7 +266,16 @@ class NamespaceCommitHandler:
             return False
 
     def repair(self, store: ObjectStore) -> list[str]:
-        return []  # the namespace finishes its own half-done commits
+        """The namespace finishes its own half-done commits; transaction files
+        a power loss emptied are rewritten from their manifests."""
+
+        def manifests() -> Iterator[mf.ManifestFile]:
+            for v in self.versions_after(store, 0):
+                with contextlib.suppress(VersionNotFoundError):  # cleaned up behind the namespace
+                    yield self.load(store, v)
+
+        repair_transaction_files(store, manifests())
+        return []
 
     def pending_paths(self) -> set[str]:
         return set()

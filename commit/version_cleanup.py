@@ -13,8 +13,10 @@ Finally the orphans of failed commits (files no version ever referenced) are
 removed once older than ``orphan_age`` (:mod:`commit.cleanup`).
 
 An index's files (``_indices/<uuid>/``) go when no kept version lists the
-index (a replaced zone map, say).  A manifest that cannot be read
-stops the clean-up: treating it as absent could delete files it needs.
+index (a replaced zone map, an index of a dropped column), and on local disk
+its emptied folder with them, as pylance's clean-up does (S3 has no folders).
+A manifest that cannot be read stops the clean-up: treating it as absent
+could delete files it needs.
 
 Caveat (as in Lance): a writer whose base version is older than the removed
 versions cannot check its transaction against them; choose ``older_than``
@@ -34,7 +36,15 @@ from tessera.stores.errors import ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore
 
 from . import store as tstore
-from .cleanup import DEFAULT_ORPHAN_AGE, CleanupReport, Progress, expand_dirs, referenced_paths, remove_orphans
+from .cleanup import (
+    DEFAULT_ORPHAN_AGE,
+    CleanupReport,
+    Progress,
+    expand_dirs,
+    referenced_paths,
+    remove_empty_dirs,
+    remove_orphans,
+)
 from .errors import VersionNotFoundError
 from .handlers import CommitHandler
 
@@ -157,6 +167,7 @@ def cleanup_old_versions(
         fresh = [_load(store, handler, v, names_now) for v in again if v > max(versions)]
         keep_paths |= referenced_paths(store, fresh)
         doomed = [p for p in doomed if p not in keep_paths]
+    doomed_dirs = [p for p in doomed if p.endswith("/")]
     doomed = expand_dirs(store, doomed)  # an index's directory: its files
     verb = "listing files" if dry_run else "deleting files"
     tell(verb, 0, len(doomed))
@@ -166,6 +177,8 @@ def cleanup_old_versions(
             store.delete(path)
         report.removed_files.append(path)
         tell(verb, n, len(doomed))
+    if not dry_run:
+        remove_empty_dirs(store, doomed_dirs)  # the emptied folders too (local disk; S3 has none)
     if orphan_age is not None:
         report.orphans = remove_orphans(store, keep_paths, orphan_age, protect_staged, dry_run)
         report.bytes_removed += report.orphans.bytes_removed

@@ -103,10 +103,14 @@ def parse_proto(cls: type, data: bytes | memoryview | pa.Buffer, path: str | Non
     return msg
 
 
-def column_encoding_bytes() -> bytes:
-    """The ColumnMetadata.encoding pylance writes for every column."""
+def column_encoding_bytes(blob: bool = False) -> bytes:
+    """The ColumnMetadata.encoding pylance writes for every column (``blob``:
+    for a blob column of file format 2.0, ``blob { inner { values } }``)."""
     ce = encodings_pb2.ColumnEncoding()
-    ce.values.SetInParent()
+    if blob:
+        ce.blob.inner.values.SetInParent()
+    else:
+        ce.values.SetInParent()
     return pack_any(COLUMN_ENCODING_URL, ce)
 
 
@@ -222,6 +226,20 @@ class ContainerWriter:
             cm.encoding.direct.encoding = self._column_encoding
             self._columns.append(cm)
         return first
+
+    def set_column_encoding(self, column: int, encoding: bytes) -> None:
+        """Replace column ``column``'s ColumnMetadata.encoding (a serialised Any)."""
+        self._columns[column].encoding.direct.encoding = encoding
+
+    def write_raw(self, data: object) -> int:
+        """Write ``data`` where the next page buffer would go (64-byte aligned),
+        referenced by no page: the bytes of a blob column, which its pages
+        locate by file position.  Returns that position."""
+        self._align()
+        at = self._pos
+        if _nbytes(data):
+            self._write(data)
+        return at
 
     def write_page(self, column: int, page: EncodedPage) -> None:
         cm = self._columns[column]

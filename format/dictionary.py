@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow_compat import numpy_dtype
 from .errors import CorruptFileError, UnsupportedTypeError
 from .schema import LanceField
 
@@ -42,7 +43,7 @@ class DictionaryOverflowError(UnsupportedTypeError):
 
 def index_dtype(t: pa.DictionaryType) -> np.dtype:
     """The numpy dtype of a dictionary type's indices."""
-    return np.dtype(t.index_type.to_pandas_dtype())
+    return numpy_dtype(t.index_type)
 
 
 def index_max(t: pa.DictionaryType) -> int:

@@ -47,6 +47,19 @@ class SchemaMismatchError(FormatError):
     """Data handed to a writer does not match the writer's schema."""
 
 
+class InvalidColumnNameError(SchemaMismatchError, ValueError):
+    """A top-level column name Lance refuses or cannot read back: one with a
+    ``.`` (pylance 14 refuses to write it), a backtick or none at all (pylance
+    writes those but cannot read the table's rows).  Nested field names may
+    hold any of them."""
+
+
+class NotABlobColumnError(FormatError, ValueError):
+    """A blob operation (``take_blobs``) on a column that is not a blob
+    column (``lance-encoding:blob`` metadata on large_binary, or pylance's
+    ``lance.blob.v2``)."""
+
+
 class ColumnNotFoundError(FormatError, KeyError):
     """A requested column name or index does not exist in the file."""
 

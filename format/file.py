@@ -10,6 +10,7 @@ that hold them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 from collections import OrderedDict
@@ -21,11 +22,12 @@ from types import ModuleType
 import numpy as np
 import pyarrow as pa
 
+from . import blob, blob_write, utf8
 from . import schema as lschema
-from .container import ContainerReader, ContainerWriter, ParsedTail, normalize_version
+from .container import ContainerReader, ContainerWriter, ParsedTail, column_encoding_bytes, normalize_version
 from .dictionary import DictionaryBudget
 from .errors import ColumnNotFoundError, RowOutOfRangeError, SchemaMismatchError
-from .io import RangeReader, open_reader
+from .io import LocalFileReader, RangeReader, open_reader
 from .protos import file_pb2
 
 DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
@@ -95,14 +97,28 @@ class FileWriter:
         codec = _codec(self.version)
         self._encoders = []
         self._first_columns = []
-        for f in self.fields:
+        #: per field: "v1" / "v2" for a blob column (its bytes written out of line, its pages descriptions)
+        self._blobs = [blob_write.writer_kind(f, self.version) for f in self.fields]
+        #: the fields as the file's own schema holds them (a blob v2 column as its descriptors)
+        self._file_fields = [blob_write.v2_file_field(f) if b == "v2" else f for f, b in zip(self.fields, self._blobs)]
+        for f, kind in zip(self.fields, self._blobs):
             self._first_columns.append(self._container.add_columns(codec.num_columns(f)))
-            self._encoders.append(codec.FieldEncoder(f, page_size=page_size, version=self.version))
+            if kind == "v2":
+                self._encoders.append(blob_write.V2Encoder(f, self._container.write_raw))
+                continue
+            enc_field = blob_write.description_field(f) if kind == "v1" else f
+            self._encoders.append(codec.FieldEncoder(enc_field, page_size=page_size, version=self.version))
+            if kind == "v1" and self.version == "2.0":
+                self._container.set_column_encoding(self._first_columns[-1], column_encoding_bytes(blob=True))
         self.num_rows = 0
         self.size: int | None = None
 
     def _emit(self, i: int, pages) -> None:
         for page in pages:
+            if self._blobs[i] == "v1" and self.version != "2.0":
+                page = dataclasses.replace(
+                    page, encoding=blob_write.wrap_blob_layout(page.encoding, self.fields[i].nullable)
+                )
             self._container.write_page(self._first_columns[i] + page.column, page)
 
     def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
@@ -117,6 +133,8 @@ class FileWriter:
             col = batch.column(i)
             chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
             for chunk in chunks:
+                if self._blobs[i] == "v1":
+                    chunk = blob_write.write_descriptions(chunk, self.version, self._container.write_raw)
                 self._emit(i, enc.append(chunk))
         self.num_rows += batch.num_rows
 
@@ -139,7 +157,7 @@ class FileWriter:
         for i, enc in enumerate(self._encoders):
             self._emit(i, enc.finish())
         descriptor = file_pb2.FileDescriptor(length=self.num_rows)
-        descriptor.schema.fields.extend(lschema.fields_to_protos(self.fields))
+        descriptor.schema.fields.extend(lschema.fields_to_protos(self._file_fields))
         for k, v in (self.schema.metadata or {}).items():
             descriptor.schema.metadata[k.decode()] = v
         self.size = self._container.finish(descriptor)
@@ -191,6 +209,12 @@ class FileReader:
                 f"schema needs {first} columns but the file has {self._container.num_columns}",
             )
         self._decoders: dict[int, object] = {}
+        #: opens a blob v2 sidecar file (``<data file stem>/<name>.blob``) by
+        #: name: next to a local file by default; a table's reader sets one
+        #: that goes through its store
+        self.open_sidecar: blob.SidecarOpener | None = (
+            blob.local_sidecar_opener(self.io.path) if isinstance(self.io, LocalFileReader) else None
+        )
         if key is not None:
             _remember(key, parsed)
 
@@ -236,8 +260,19 @@ class FileReader:
             dec = self._codec.FieldDecoder(
                 self.fields[i], self._container, self._first_columns[i], version=self.version
             )
+            dec.open_sidecar = self._open_sidecar
             self._decoders[i] = dec
         return dec
+
+    def _open_sidecar(self, name: str) -> object:
+        if self.open_sidecar is None:
+            from .errors import UnsupportedEncodingError
+
+            raise UnsupportedEncodingError(
+                f"{self.path}: a blob column keeps values in sidecar file {name!r}, and this data file was opened "
+                "without its table (open it through its table, or by its local path)"
+            )
+        return self.open_sidecar(name)
 
     def _select(self, columns: Sequence[str | int] | None) -> list[int]:
         if columns is None:
@@ -258,7 +293,9 @@ class FileReader:
 
         def read(i: int) -> list[pa.Array]:
             # one chunk per page where the decoder can: no copy joins the pages
-            return self._decoder(i).read_chunks(start, stop)
+            chunks = self._decoder(i).read_chunks(start, stop)
+            utf8.check_chunks(chunks, self.path, self.fields[i].name, start)
+            return chunks
 
         with prefetched:
             if len(idx) > 1 and stop - start >= _PARALLEL_FIELD_ROWS and self.version != "2.0":
@@ -303,6 +340,34 @@ class FileReader:
         out_schema = pa.schema([self.schema.field(i) for i in sel], metadata=self.schema.metadata)
         return pa.Table.from_arrays(self._take(indices, sel), schema=out_schema)
 
+    def take_blobs(self, column: str | int, indices) -> list[blob.BlobFile | None]:
+        """Blob column ``column``'s values at rows ``indices`` (any order) as
+        file-like objects that read only the bytes asked for (None for a null
+        value); only the rows' descriptions are decoded here.
+
+        Raises:
+            NotABlobColumnError: ``column`` is not a blob column.
+            UnsupportedEncodingError: a value is an external blob (outside the table).
+        """
+        from .errors import NotABlobColumnError
+
+        i = self._field_index(column)
+        f = self.fields[i]
+        if f.blob is None:
+            raise NotABlobColumnError(f"{self.path}: column {f.name!r} is not a blob column")
+        idx = np.asarray(indices, dtype=np.int64).ravel()
+        if idx.size == 0:
+            return []
+        if int(idx.min()) < 0 or int(idx.max()) >= self.num_rows:
+            raise RowOutOfRangeError(f"{self.path}: row index out of range [0, {self.num_rows})")
+        uniq, where = np.unique(idx, return_inverse=True)
+        desc = self._decoder(i).take(uniq, blob_descriptions=True)
+        if f.blob == "v1":
+            refs = blob.refs_v1(desc, self.version, self.path, f.name)
+        else:
+            refs = blob.refs_v2(desc, self.path, f.name, uniq)
+        return blob.open_files(refs, where, self.io, self._open_sidecar)
+
     def take_arrays(self, indices, columns: Sequence[str | int] | None = None) -> list[pa.Array]:
         """``take`` as one array per chosen column (no table built)."""
         return self._take(indices, self._select(columns))
@@ -323,6 +388,7 @@ class FileReader:
             # every page (or chunk) holding a row is fetched in one request and
             # only what holds the rows is decoded
             picked = self._decoder(i).take(uniq)
+            utf8.check_array(picked, self.path, self.fields[i].name, rows=uniq)
             arrays.append(picked if where is None else picked.take(where))
         return arrays
 

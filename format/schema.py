@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from .errors import CorruptFileError, UnsupportedTypeError
+from .errors import CorruptFileError, InvalidColumnNameError, UnsupportedTypeError
 from .protos import file_pb2
 
 _SIMPLE_TO_LOGICAL: dict[pa.DataType, str] = {
@@ -188,6 +188,18 @@ def _encoding_hint(t: pa.DataType) -> file_pb2.Encoding:
 
 #: field metadata keys that ask for a packed struct (value ``true``)
 PACKED_STRUCT_KEYS = ("lance-encoding:packed", "packed")
+#: field metadata key (value ``true``) of a blob column: values stored out of line
+BLOB_KEY = "lance-encoding:blob"
+#: extension name of a blob v2 column in a table's schema (pylance 14, file format 2.2)
+BLOB_V2_EXTENSION = "lance.blob.v2"
+_EXTENSION_KEYS = ("ARROW:extension:name", "ARROW:extension:metadata")
+
+
+def _meta_value(metadata: dict, key: str) -> str | None:
+    for k, v in (metadata or {}).items():
+        if (k.decode() if isinstance(k, bytes) else k) == key:
+            return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+    return None
 
 
 @dataclass
@@ -208,7 +220,39 @@ class LanceField:
 
     @property
     def arrow_type(self) -> pa.DataType:
+        if self.blob == "v2":
+            return pa.large_binary()  # the values; the stored descriptions are :attr:`blob_description_type`
         return arrow_type_of(self.logical_type, self.children)
+
+    @property
+    def blob(self) -> str | None:
+        """``"v1"`` for a blob column (binary values with metadata
+        ``lance-encoding:blob`` = ``true``, stored out of line in the data
+        file), ``"v2"`` for a blob v2 column (file format 2.2: extension
+        ``lance.blob.v2`` in a table's schema, a packed descriptor struct with
+        the blob metadata in a data file's), None for any other field."""
+        if self.extension_name == BLOB_V2_EXTENSION or _meta_value(self.metadata, _EXTENSION_KEYS[0]) == (
+            BLOB_V2_EXTENSION
+        ):
+            return "v2"
+        if (_meta_value(self.metadata, BLOB_KEY) or "").lower() != "true":
+            return None
+        if self.is_struct:
+            return "v2"
+        if self.logical_type in ("large_binary", "binary"):
+            return "v1"
+        return None
+
+    @property
+    def is_blob_descriptor(self) -> bool:
+        """A blob v2 field as a data file stores it: a packed struct of
+        descriptors (kind, position, size, blob_id, blob_uri)."""
+        return (
+            self.blob == "v2"
+            and self.is_struct
+            and self.extension_name != BLOB_V2_EXTENSION
+            and any(c.name == "kind" for c in self.children)
+        )
 
     @property
     def is_dictionary(self) -> bool:
@@ -224,6 +268,15 @@ class LanceField:
         return t.value_type if pa.types.is_dictionary(t) else t
 
     def to_arrow(self) -> pa.Field:
+        if self.blob == "v2":
+            # read as bytes, like a blob column of the older layout (pylance's "all_binary")
+            meta: dict = {
+                k: v
+                for k, v in self.metadata.items()
+                if (k.decode() if isinstance(k, bytes) else k) not in (*_EXTENSION_KEYS, *PACKED_STRUCT_KEYS, BLOB_KEY)
+            }
+            meta[BLOB_KEY] = b"true"
+            return pa.field(self.name, pa.large_binary(), self.nullable, meta)
         return pa.field(self.name, self.arrow_type, self.nullable, self.metadata or None)
 
     @property
@@ -259,14 +312,14 @@ class LanceField:
         node in pre-order, except the children of a packed struct (the struct's
         one column holds them)."""
         yield self
-        if not self.is_packed_struct:
+        if not self.is_packed_struct and self.blob != "v2":
             for c in self.children:
                 yield from c.column_nodes()
 
     def leaves(self) -> Iterator[LanceField]:
         """Fields that own a column in file formats 2.1+, in column order: the
         leaves, with a packed struct as one (not struct or list parents)."""
-        if (self.is_struct and not self.is_packed_struct) or self.is_list:
+        if (self.is_struct and not self.is_packed_struct and self.blob != "v2") or self.is_list:
             for c in self.children:
                 yield from c.leaves()
         else:
@@ -314,8 +367,41 @@ def _from_arrow_field(f: pa.Field, next_id: list[int], parent_id: int) -> LanceF
     return node
 
 
+def check_column_name(name: object) -> str:
+    """``name`` if Lance can write and read it as a top-level column name.
+
+    pylance 14 refuses a top-level name with a ``.`` (it would be a path into
+    a struct), and writes but then cannot scan a table with a top-level name
+    that is empty or holds a backtick (``No field named ...``).  Names of
+    nested fields (struct children, list items) may hold all three: pylance
+    reads them.
+
+    Raises:
+        InvalidColumnNameError: any such name (or one that is not a string).
+    """
+    if not isinstance(name, str):
+        raise InvalidColumnNameError(f"a column name must be a string, got {type(name).__name__}")
+    if not name:
+        raise InvalidColumnNameError(
+            "a column name must not be empty: pylance and LanceDB cannot read a table with an unnamed column"
+        )
+    for ch, why in ((".", "refuse to write it (a dot names a field inside a struct)"), ("`", "cannot read it")):
+        if ch in name:
+            raise InvalidColumnNameError(
+                f"column name {name!r} contains {ch!r}: pylance and LanceDB {why}; choose a name without "
+                f"{ch!r} (only nested fields of a struct may hold one)"
+            )
+    return name
+
+
 def fields_from_arrow(schema: pa.Schema, start_id: int = 0) -> list[LanceField]:
-    """Top-level Lance fields for an Arrow schema, ids in pre-order from ``start_id``."""
+    """Top-level Lance fields for an Arrow schema, ids in pre-order from ``start_id``.
+
+    Raises:
+        InvalidColumnNameError: a top-level name Lance cannot hold (:func:`check_column_name`).
+    """
+    for f in schema:
+        check_column_name(f.name)
     counter = [start_id]
     return [_from_arrow_field(f, counter, -1) for f in schema]
 
@@ -345,6 +431,12 @@ def fields_from_protos(protos: Iterable[file_pb2.Field]) -> list[LanceField]:
             extension_name=p.extension_name,
             unenforced_primary_key=p.unenforced_primary_key,
         )
+        if node.id == -1 and p.parent_id == -1 and roots and roots[-1].is_struct and roots[-1].blob == "v2":
+            # pylance 14 writes the descriptor fields of a blob v2 column into a
+            # data file's schema without ids, after their struct
+            node.parent_id = roots[-1].id
+            roots[-1].children.append(node)
+            continue
         if node.id in by_id:
             raise CorruptFileError(None, f"schema has two fields with id {node.id}")
         key = (p.parent_id if p.parent_id >= 0 else -1, p.name)

@@ -279,8 +279,9 @@ class DynamoDBManifestStore:
         """``dynamodb:///TABLE?region=...`` (plus the endpoint), no credentials."""
         return self._identity
 
-    def reserve(self, record: VersionRecord) -> None:
-        """Insert ``record`` with an atomic predecessor-incarnation check."""
+    def reserve(self, record: VersionRecord) -> bool:
+        """Insert ``record`` with an atomic predecessor-incarnation check;
+        False when the row already held this transaction."""
         check_record(record, max_id_chars=256)
         what = f"reserve {record.table_key} v{record.version}"
         put = {
@@ -301,7 +302,7 @@ class DynamoDBManifestStore:
         if record.version <= 1:  # the first version has no predecessor to check
             try:
                 self._call("put_item", write=True, what=what, **put)
-                return
+                return True
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                     raise  # pragma: no cover - _call maps the others
@@ -322,7 +323,7 @@ class DynamoDBManifestStore:
                     what=what,
                     TransactItems=[{"ConditionCheck": check}, {"Put": put}],
                 )
-                return
+                return True
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":
                     raise  # pragma: no cover - _call maps the others
@@ -556,10 +557,11 @@ class DynamoDBManifestStore:
                 "to give this store a new id (tables bound to the old id will refuse it)"
             )
 
-    def _lost(self, record: VersionRecord, item: dict[str, Any] | None) -> None:
+    def _lost(self, record: VersionRecord, item: dict[str, Any] | None) -> bool:
+        """False when the row ``item`` already holds this transaction; else VersionExistsError."""
         if item and item.get("transaction_uuid", {}).get("S") == record.transaction_uuid:
             log.info("reserve %s v%s: the row already holds this transaction", record.table_key, record.version)
-            return
+            return False
         winner = item.get("transaction_uuid", {}).get("S") if item else None
         raise VersionExistsError(
             f"version {record.version} of {record.table_key} is already reserved"

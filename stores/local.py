@@ -7,7 +7,8 @@ Objects that always get a fresh unique name (``data/``, ``_transactions/``, ...)
 are created in place and fsynced once (:class:`_NewFileOutput`); other objects
 are written under a temporary name, fsynced and renamed into place.  Where hard
 links are unavailable ``put_if_not_exists`` falls back to an exclusive create
-(``O_EXCL``) followed by a write and fsync.
+(``O_EXCL``) followed by a write and fsync.  ``put_unsynced`` writes without
+an fsync, for objects a manifest's own bytes can rebuild (transaction files).
 """
 
 from __future__ import annotations
@@ -313,6 +314,43 @@ class LocalObjectStore:
                     os.ftruncate(fd, len(data))
             finally:
                 os.close(fd)
+        except OSError as exc:
+            typed = self._typed(exc, path, writing=True)
+            if typed is None:
+                raise
+            raise typed from exc
+
+    def put_unsynced(self, path: str, data: bytes) -> None:
+        """Write ``path`` without an fsync: for an object whose bytes are kept
+        durably elsewhere (a transaction file: the manifest carries the
+        authoritative inline copy, from which a repair rewrites it).  A new
+        name is created in place (``O_EXCL``: nothing names the object until a
+        manifest that references it is committed); an existing one is
+        replaced atomically (temporary name, rename), so a reader sees the old
+        bytes or the new.  After a power loss the object may be missing,
+        empty or old."""
+        try:
+            full = self._full(path)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+            try:
+                try:
+                    fd = os.open(full, flags, 0o644)
+                except FileNotFoundError:
+                    os.makedirs(os.path.dirname(full), exist_ok=True)
+                    fd = os.open(full, flags, 0o644)
+                tmp = None
+            except FileExistsError:
+                tmp = f"{full}.{uuid.uuid4().hex}.tmp"
+                fd = os.open(tmp, flags, 0o644)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                if tmp is not None:
+                    os.replace(tmp, full)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp if tmp is not None else full)
+                raise
         except OSError as exc:
             typed = self._typed(exc, path, writing=True)
             if typed is None:

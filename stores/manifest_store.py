@@ -73,9 +73,13 @@ class ManifestStore(Protocol):
         cannot be read back (call again)."""
         ...
 
-    def reserve(self, record: VersionRecord) -> None:
+    def reserve(self, record: VersionRecord) -> bool:
         """Insert ``record`` if (table_key, version) is free and, beyond
         version 1, the previous version's row exists with the same incarnation.
+
+        Returns True when this call inserted the row, False when the row
+        already held this very record's transaction (an earlier attempt whose
+        reply was lost, or another caller recording the same foreign commit).
 
         Raises VersionExistsError when the row exists, IncarnationMismatchError
         when the predecessor is missing or belongs to another incarnation, AmbiguousStoreError

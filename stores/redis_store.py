@@ -393,8 +393,9 @@ class RedisManifestStore:
         """``redis://host:port/db#prefix`` with no user or password."""
         return self._identity
 
-    def reserve(self, record: VersionRecord) -> None:
-        """Insert ``record`` atomically (one Lua script)."""
+    def reserve(self, record: VersionRecord) -> bool:
+        """Insert ``record`` atomically (one Lua script); False when the row
+        already held this transaction."""
         check_record(record, max_version=MAX_VERSION, max_id_chars=256)
         k = record.table_key
         keys = [self._row_key(k, record.version), self._index_key(k), self._row_key(k, record.version - 1)]
@@ -412,7 +413,7 @@ class RedisManifestStore:
         if code in (0, 3):
             if code == 3:
                 log.info("%s: the row already holds this transaction (an earlier attempt landed)", what)
-            return
+            return code == 0
         if code == 1:
             raise VersionExistsError(f"version {record.version} of {k} is already reserved by transaction {other}")
         raise predecessor_error(what, record, other or None)

@@ -571,9 +571,10 @@ class SqlManifestStore:
         """``backend://host:port/database#table`` with no user or password."""
         return self._identity
 
-    def reserve(self, record: VersionRecord) -> None:
+    def reserve(self, record: VersionRecord) -> bool:
         """Insert ``record`` if its version is free and its predecessor (if
-        any) has the same incarnation, in one statement."""
+        any) has the same incarnation, in one statement; False when the row
+        already held this transaction."""
         check_record(record, max_id_chars=MAX_ID_CHARS)
         params = {
             "h": table_hash(record.table_key),
@@ -593,17 +594,17 @@ class SqlManifestStore:
             existing = self.get(record.table_key, record.version)
             if existing is not None and existing.transaction_uuid == record.transaction_uuid:
                 log.info("%s: the row already holds this transaction (an earlier attempt landed)", what)
-                return
+                return False
             raise VersionExistsError(
                 f"version {record.version} of {record.table_key} is already reserved"
                 + (f" by transaction {existing.transaction_uuid}" if existing else "")
             ) from None
         if inserted == 1:
-            return
+            return True
         if inserted != 0:  # the driver reported no row count: read back
             row = self.get(record.table_key, record.version)
             if row is not None and row.transaction_uuid == record.transaction_uuid:
-                return
+                return True
         pred = self.get(record.table_key, record.version - 1)
         raise predecessor_error(what, record, pred.incarnation if pred else None)
 

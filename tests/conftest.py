@@ -19,6 +19,44 @@ def pytest_configure(config):
         pass
 
 
+#: with ``--dist loadfile`` (README's test command), the work units that start first: they run
+#: longest (a second venv and a run of the tests in it; every Spark test on one worker; a wheel
+#: build), and started last they would leave the other workers idle at the end
+LONG_UNITS = (
+    "tests/test_pyarrow_floor.py",
+    "tests/spark",
+    "tests/test_wheel.py",
+    "tests/commit/test_many_writers_s3.py",
+)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: a venv without xdist must not fail on it
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (pytest-xdist) with two changes: the files under
+    ``tests/spark/`` are one unit, so one worker runs them all in one
+    SparkSession (one JVM, warmed up once), and :data:`LONG_UNITS` go first,
+    then the rest by number of tests as xdist orders them."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongestFirst(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "tests/spark" if scope.startswith("tests/spark/") else scope
+
+        def _assign_work_unit(self, node) -> None:
+            # the next unit: the first of LONG_UNITS still queued, else xdist's next; only the
+            # queue is reordered, never a worker's collection (work is sent as positions in it)
+            def rank(scope: str) -> int:
+                return LONG_UNITS.index(scope) if scope in LONG_UNITS else len(LONG_UNITS)
+
+            self.workqueue.move_to_end(min(self.workqueue, key=rank), last=False)
+            super()._assign_work_unit(node)
+
+    return LongestFirst(config, log)
+
+
 @pytest.fixture(scope="session")
 def lance():
     """pylance, the independent reference implementation (a test dependency)."""
@@ -44,6 +82,13 @@ _spec = importlib.util.spec_from_file_location(
 services = importlib.util.module_from_spec(_spec)
 sys.modules["tessera_test_services"] = services
 _spec.loader.exec_module(services)
+# second virtual environments (an older pylance, the lowest pyarrow); see tests/venvs.py
+_venvs_spec = importlib.util.spec_from_file_location(
+    "tessera_test_venvs", os.path.join(os.path.dirname(__file__), "venvs.py")
+)
+venvs = importlib.util.module_from_spec(_venvs_spec)
+sys.modules["tessera_test_venvs"] = venvs
+_venvs_spec.loader.exec_module(venvs)
 moto_server, mysql_url, postgres_url, redis_url = (
     services.moto_server,
     services.mysql_url,

@@ -93,9 +93,10 @@ class MotoServer:
         import logging
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self.port = free_port()
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        # port 0: the server's own socket takes a free port, so no other process can take it first
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.server.start()
+        self.port = self.server.get_host_and_port()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
         wait_for_port(self.port)
 
@@ -231,8 +232,9 @@ def forget_session_leftovers(basetemp: str) -> dict[str, int]:
     rows of tables under ``basetemp`` or in the moto buckets it created,
     catalog rows of tables under ``basetemp`` and the namespaces that held
     them once empty, and Redis keys naming ``basetemp``.  Only this session's
-    own objects are touched (another session may be running).  Best effort:
-    a service that is down is skipped."""
+    own objects are touched (another session may be running; each
+    pytest-xdist worker has a basetemp of its own, ``.../popen-gwN``, and
+    sweeps only what it made).  Best effort: a service that is down is skipped."""
     import sqlalchemy as sa
 
     removed: dict[str, int] = {}
@@ -310,31 +312,48 @@ class TesseraServer:
         ``warehouse`` (default ``tmp/wh``) and ``catalog`` (a database URL) as the CLI takes them."""
         self.warehouse = warehouse or str(tmp / "wh")
         self.token = token
-        self.port = port or free_port()
-        self.log_path = tmp / f"server-{self.port}.log"
         exe = os.path.join(os.path.dirname(sys.executable), "tessera")
         if prelude is not None:
             cmd = [sys.executable, "-c", f"{prelude}\nfrom tessera.catalog.cli import main\nmain()"]
         else:
             cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "tessera.catalog.cli"]
         cmd += ["--warehouse", self.warehouse, *(["--catalog", catalog] if catalog else [])]
-        cmd += ["serve", "--port", str(self.port), *args]
         environ = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
         environ.update(env or {})
-        with open(self.log_path, "wb") as out:  # a file, not a pipe: a full pipe would stall the server
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=environ)
+        # a free port is free only until someone takes it (another test process, an
+        # outgoing connection): a server that finds it taken is started again on another
+        for attempt in range(1 if port else 3):
+            self.port = port or free_port()
+            self.log_path = tmp / f"server-{self.port}.log"
+            with open(self.log_path, "wb") as out:  # a file, not a pipe: a full pipe would stall the server
+                self.proc = subprocess.Popen(
+                    [*cmd, "serve", "--port", str(self.port), *args], stdout=out, stderr=subprocess.STDOUT, env=environ
+                )
+            if self._wait_ready() or attempt == 2 or port:
+                break
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({self.proc.returncode}):\n{self.log()}")
+
+    def _wait_ready(self) -> bool:
+        """Until this process answers (True), or it exits because its port was
+        taken (False); any other exit or a minute of silence is an error."""
         deadline = time.monotonic() + 60
         while True:
             if self.proc.poll() is not None:
+                if "address already in use" in self.log().lower():
+                    return False
                 raise RuntimeError(f"the server exited ({self.proc.returncode}):\n{self.log()}")
             try:
                 self.http("GET", "/v1/namespace/%24/list")
-                return
+                # the answer may come from whoever else holds the port: ours logs that it listens
+                if f"running on http://127.0.0.1:{self.port}" in self.log():
+                    return True
             except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"the server does not answer:\n{self.log()}") from None
-                time.sleep(0.1)
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the server does not answer:\n{self.log()}")
+            time.sleep(0.1)
 
     @property
     def uri(self) -> str:

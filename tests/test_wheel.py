@@ -60,7 +60,11 @@ def test_wheel_exposes_only_tessera_and_runs_without_the_source_tree(tmp_path):
 
     src = tmp_path / "src"  # a copy: building in place would leave build/ in the repository
     shutil.copytree(
-        ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__", ".pytest_cache")
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".venv", ".venv-*", ".git", "build", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"
+        ),
     )
     dist = tmp_path / "dist"
     subprocess.run(

@@ -16,13 +16,35 @@ Only ``append`` and ``overwrite`` save modes exist (Spark's default,
 ``errorifexists``, is refused by Spark itself).  Writing creates the table when
 there is none.
 
-Options (keys are case-insensitive, values strings):
+Options (keys are case-insensitive, values strings).  These are all there
+are: any other key is refused with :class:`SparkOptionError`, naming the
+nearest known option, before anything is read or written (the lists are
+:data:`READ_OPTIONS` and :data:`tessera.catalog.spark.write.WRITE_OPTIONS`;
+see :mod:`tessera.catalog.spark.options`).  Of the keys Spark sets itself,
+only ``path`` and ``paths`` reach a Python source (``saveAsTable``,
+``insertInto`` and ``spark.datasource.tessera.*`` session settings pass
+nothing: checked on PySpark 4.3).
 
 =======================  ========================================================
-``path`` / ``load(uri)``  table URI: a local path, ``file://``, ``s3://``
-``table``                 a table *name*, resolved by a name resolver (see below)
+``path`` / ``load(uri)``  the table: a URI (``s3://``, ``file://``), an absolute
+                          path or a relative path with a separator (``./t``);
+                          a bare name (``ns.t2``) is a table *name*, as
+                          ``table`` (see :mod:`tessera.catalog.names`)
+``paths``                 set by Spark's ``load([uri])``: one table only
+``table``                 a table *name*, resolved in the catalog the options
+                          name: ``namespace``, ``catalog``/``warehouse`` or a
+                          name resolver (see below); refused with
+                          :class:`SparkTableNameError` when they name none
+``catalog``               a Tessera catalog, as :func:`tessera.connect` takes
+                          it: a config-file catalog name or the catalog
+                          database's URL
+``warehouse``             that catalog's warehouse (a SQLite catalog under it
+                          when ``catalog`` is not given).  A write to a name
+                          the catalog lacks creates the table in its namespace
+                          (recorded when the job commits)
 ``resolver``              ``module:function`` resolving ``table`` names
-``commit_store``          external manifest store URL coordinating commits
+``commit_store``          external manifest store URL coordinating commits (a
+                          table by path; a catalog records its own)
 ``namespace``             a Lance REST namespace URL (``tessera serve``): the
                           table is ``table``'s id (``ns.table``) or the path,
                           located by the namespace, and the job's commit goes
@@ -51,8 +73,22 @@ Options (keys are case-insensitive, values strings):
                           where every task writes a JSON file of what it read:
                           pieces, fragments, rows, bytes read from data files
 ``file_version``          write, new tables: Lance file version (2.2)
+``naming``                write, new tables: manifest naming, ``V1``/``V2`` (V2)
 ``max_rows_per_file``     write: rows per data file/fragment (1048576)
 ``write_batch_rows``      write: rows buffered before encoding (131072)
+``commit.retry.<key>``    write: the commit's :class:`~tessera.commit.retry.RetryPolicy`
+                          (``commit.retry.max-seconds``...)
+``replaceWhere``          write, ``mode("overwrite")`` only: a SQL predicate
+                          (Tessera's, as ``filter``); the rows it matches are
+                          replaced by the DataFrame's in one version (one
+                          Update: their deletion and the new rows), and a
+                          DataFrame row it does not match fails the job
+                          (:class:`ReplaceWhereMismatchError`, nothing committed)
+``partitionOverwriteMode`` write: only ``static`` (tables have no partitions;
+                          use ``replaceWhere``)
+``mergeSchema``           write: only ``false`` (schema merge: issue 30)
+``overwriteSchema``       write: ``true`` with a plain overwrite (which always
+                          takes the DataFrame's schema), ``false`` otherwise
 =======================  ========================================================
 
 Storage options reach every task inside the pickled plans, as Spark ships
@@ -86,8 +122,10 @@ apart; the only answer that is never wrong is not to push.  Seen on PySpark
 (SPARK-51575, before 4.1, the first release with ``pushFilters``).  Reads stay
 exact without pushdown: Spark applies every filter itself.
 
-Addressing by name: ``.option("table", "ns.events")`` is resolved by a
-:data:`NameResolver` — ``.option("resolver", "pkg.module:function")``, or the
+Addressing by name: ``.option("table", "ns.events")`` or ``save("ns.events")``
+is resolved in a Tessera catalog (``.option("warehouse", "/data/wh")``,
+``.option("catalog", "prod")``), a REST namespace (``.option("namespace",
+url)``) or by a :data:`NameResolver` — ``.option("resolver", "pkg.module:function")``, or the
 process-wide default set with :func:`set_name_resolver`.  Because planning
 workers are separate processes, a default must be installed by code those
 workers import (for example the module defining the resolver calling
@@ -97,26 +135,41 @@ workers import (for example the module defining the resolver calling
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import logging
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import cast
-from urllib.parse import urlparse
 
 try:
     from pyspark.sql.datasource import DataSource
 except ImportError as _exc:  # pragma: no cover - pyspark is an optional dependency
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
-from tessera.catalog.errors import SparkOptionError, TesseraError, UnknownColumnError
+from tessera.catalog.errors import (  # noqa: F401 - ReplaceWhereMismatchError: for the docs' cross-reference
+    ReplaceWhereMismatchError,
+    SparkOptionError,
+    SparkTableNameError,
+    TesseraError,
+    UnknownColumnError,
+)
+
+from .location import (  # noqa: F401 - re-exported: the package API
+    LOCATION_OPTIONS,
+    LOCATION_PREFIXES,
+    NAMESPACE_PREFIX,
+    STORAGE_PREFIX,
+    CatalogClaim,
+    NameResolver,
+    TableLocation,
+    normalize_uri,
+    resolve_location,
+)
+from .options import OptionList, SparkOptions
 
 log = logging.getLogger(__name__)
 
 FORMAT = "tessera"
-STORAGE_PREFIX = "storage."
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 #: the first Spark (major, minor) whose JVM keeps a filter-pushdown read plan
@@ -166,34 +219,6 @@ def pushdown_refusal(spark_version: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class TableLocation:
-    """Where a table lives and how its commits are coordinated."""
-
-    uri: str
-    commit_store: str | None = None
-    storage_options: dict[str, str] = field(default_factory=dict)
-    namespace: str | None = None  # a Lance REST namespace URL the table's commits go through
-    table_id: tuple[str, ...] = ()  # the table's id in that namespace
-    namespace_properties: dict[str, str] = field(default_factory=dict)  # its client's properties
-
-    def open_table(self, version: int | str | None = None):
-        """The table at ``version`` (latest by default), through the namespace when there is one."""
-        from tessera.catalog.table import Table
-
-        if self.namespace is not None:
-            return Table.open(
-                list(self.table_id),
-                version,
-                namespace=self.namespace,
-                namespace_properties=self.namespace_properties,
-                storage_options=self.storage_options,
-            )
-        return Table.open(self.uri, version, commit_store=self.commit_store, storage_options=self.storage_options)
-
-
-#: maps a table name and the data source options to its location
-NameResolver = Callable[[str, Mapping[str, str]], TableLocation]
 _default_resolver: NameResolver | None = None
 
 
@@ -201,79 +226,6 @@ def set_name_resolver(resolver: NameResolver | None) -> None:
     """Install the default resolver for ``.option("table", name)`` in this process."""
     global _default_resolver
     _default_resolver = resolver
-
-
-def _load_resolver(spec: str) -> NameResolver:
-    module, _, attr = spec.partition(":")
-    if not module or not attr:
-        raise SparkOptionError(f"option resolver must be 'module:function', got {spec!r}")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise SparkOptionError(f"cannot load the table name resolver {spec!r}: {exc}") from exc
-
-
-def normalize_uri(uri: str) -> str:
-    """Spark hands paths as ``/abs``, ``file:///abs`` or (from SQL) ``file:/abs``;
-    local paths become absolute, other URIs are kept."""
-    p = urlparse(uri)
-    if p.scheme.lower() == "file":
-        if p.netloc not in ("", "localhost"):
-            raise SparkOptionError(f"file URI {uri!r} names a host; use file:///absolute/path")
-        return os.path.abspath(p.path)
-    if p.scheme == "" or (len(p.scheme) == 1 and os.name == "nt"):
-        return os.path.abspath(uri)
-    return uri
-
-
-def resolve_location(options: Mapping[str, str]) -> TableLocation:
-    """The table a set of data source options addresses."""
-    opts = {k.lower(): v for k, v in options.items()}
-    storage = {k[len(STORAGE_PREFIX) :]: v for k, v in opts.items() if k.startswith(STORAGE_PREFIX)}
-    name, path = opts.get("table"), opts.get("path")
-    if opts.get("namespace"):
-        return _in_namespace(opts["namespace"], name or path, opts, storage)
-    if name and path:
-        raise SparkOptionError(f"give either a path ({path!r}) or a table name ({name!r}), not both")
-    if name:
-        spec = opts.get("resolver")
-        resolver = _load_resolver(spec) if spec else _default_resolver
-        if resolver is None:
-            raise SparkOptionError(
-                f"cannot resolve table name {name!r}: no name resolver is installed; load/save by URI, "
-                "or pass .option('resolver', 'module:function')"
-            )
-        loc = resolver(name, opts)
-        return TableLocation(normalize_uri(loc.uri), loc.commit_store, {**loc.storage_options, **storage})
-    if not path:
-        raise SparkOptionError("no table given: use .load(uri) / .save(uri) or .option('table', name)")
-    return TableLocation(normalize_uri(path), opts.get("commit_store") or None, storage)
-
-
-def _in_namespace(url: str, ident: str | None, opts: Mapping[str, str], storage: dict[str, str]) -> TableLocation:
-    """The location of table ``ident`` (``ns.table``) that the REST namespace at ``url`` describes."""
-    from tessera.commit.namespace_client import _call, connect_namespace
-
-    if not ident:
-        raise SparkOptionError(
-            "with option namespace, name the table: .option('table', 'ns.table') or .save('ns.table')"
-        )
-    if opts.get("commit_store"):
-        raise SparkOptionError("a table reached through a namespace commits through it: drop option commit_store")
-    props = {k[len("namespace.") :]: v for k, v in opts.items() if k.startswith("namespace.")}
-    try:
-        ns = connect_namespace(url, props)
-    except ValueError as exc:
-        raise SparkOptionError(str(exc)) from None
-    parts = tuple(ident.split("."))
-    from lance_namespace import DescribeTableRequest
-
-    described = _call(ns, "describe_table", DescribeTableRequest, id=list(parts))
-    vended = {str(k): str(v) for k, v in (described.get("storage_options") or {}).items()}
-    location = str(described.get("location") or described.get("table_uri") or "")
-    if not location:
-        raise SparkOptionError(f"the namespace at {url} names no location for {ident}")
-    return TableLocation(normalize_uri(location), None, {**vended, **storage}, url, parts, props)
 
 
 def _int_option(opts: Mapping[str, str], key: str, default: int | None) -> int | None:
@@ -289,16 +241,51 @@ def _int_option(opts: Mapping[str, str], key: str, default: int | None) -> int |
     return value
 
 
+#: every option a read implements (the location's, then the read's own):
+#: :class:`TesseraDataSource` reads only these, and refuses any other
+READ_OPTIONS = OptionList(
+    "read",
+    LOCATION_OPTIONS
+    + (
+        "version",
+        "tag",
+        "columns",
+        "pushdown",
+        "filter",
+        "batch_rows",
+        "min_partitions",
+        "max_partition_bytes",
+        "rows_per_partition",
+        "read_stats_dir",
+    ),
+    LOCATION_PREFIXES,
+)
+
+
 class TesseraDataSource(DataSource):
-    """``format("tessera")``: batch reads and append/overwrite writes of Tessera tables."""
+    """``format("tessera")``: batch reads and append/overwrite writes of Tessera tables.
+
+    Every option is checked against :data:`READ_OPTIONS` or
+    :data:`tessera.catalog.spark.write.WRITE_OPTIONS` when Spark plans the
+    read (``schema()``/``reader()``) or the write (``writer()``), before
+    anything is read or written: an unknown one is a :class:`SparkOptionError`
+    naming the nearest known option."""
 
     @classmethod
     def name(cls) -> str:
         return FORMAT
 
-    @property
-    def location(self) -> TableLocation:
-        return resolve_location(self.options)
+    def read_options(self) -> SparkOptions:
+        """This source's options as a read's (unknown ones refused)."""
+        from .write import WRITE_OPTIONS
+
+        return SparkOptions(self.options, READ_OPTIONS, WRITE_OPTIONS)
+
+    def write_options(self) -> SparkOptions:
+        """This source's options as a write's (unknown ones refused)."""
+        from .write import WRITE_OPTIONS
+
+        return SparkOptions(self.options, WRITE_OPTIONS, READ_OPTIONS)
 
     #: push filters unless the ``pushdown`` option says otherwise (see :func:`register`)
     pushdown_default = False
@@ -307,19 +294,19 @@ class TesseraDataSource(DataSource):
     #: machine's core count (planning workers run on the driver)
     default_parallelism: int | None = None
 
-    def _open(self):
-        """The table at the version the options ask for (latest by default)."""
-        loc = self.location
-        version = _int_option(self.options, "version", None)
-        tag = self.options.get("tag")
+    def _open(self, opts: SparkOptions):
+        """The table's location and the table at the version the options ask for (latest by default)."""
+        loc = resolve_location(opts)
+        version = _int_option(opts, "version", None)
+        tag = opts.get("tag")
         if version is not None and tag:
             raise SparkOptionError("give either option version or option tag, not both")
-        return loc.open_table(version if version is not None else tag)
+        return loc, loc.open_table(version if version is not None else tag)
 
-    def _pushdown(self) -> bool:
+    def _pushdown(self, opts: SparkOptions) -> bool:
         """Whether to push filters: the ``pushdown`` option, refused (a
         :class:`SparkOptionError`) while :meth:`_pushdown_refusal` gives a reason."""
-        raw = self.options.get("pushdown")
+        raw = opts.get("pushdown")
         if raw is None:
             wanted = self.pushdown_default
         elif raw.lower() not in ("true", "false"):
@@ -340,8 +327,8 @@ class TesseraDataSource(DataSource):
 
         return pushdown_refusal(pyspark.__version__)
 
-    def _columns(self, names: list[str]) -> list[str]:
-        raw = self.options.get("columns")
+    def _columns(self, opts: SparkOptions, names: list[str]) -> list[str]:
+        raw = opts.get("columns")
         if raw is None:
             return names
         cols = [c.strip() for c in raw.split(",") if c.strip()]
@@ -350,10 +337,10 @@ class TesseraDataSource(DataSource):
             raise UnknownColumnError(f"option columns names {unknown or 'nothing'}; the table has {names}")
         return cols
 
-    def _filter(self, table) -> str | None:
+    def _filter(self, opts: SparkOptions, table) -> str | None:
         """The ``filter`` option, checked against the table's schema (a typed
         error naming the option at load, not a task failure later)."""
-        raw = self.options.get("filter")
+        raw = opts.get("filter")
         if raw is None:
             return None
         if not raw.strip():
@@ -371,11 +358,12 @@ class TesseraDataSource(DataSource):
 
         from .types import spark_schema_of
 
-        self._pushdown()  # an option refused fails at load(), not at the first query
-        table = self._open()
-        self._filter(table)
+        opts = self.read_options()
+        self._pushdown(opts)  # an option refused fails at load(), not at the first query
+        _, table = self._open(opts)
+        self._filter(opts, table)
         full = spark_schema_of(table.schema)
-        return StructType([full[c] for c in self._columns(full.fieldNames())])
+        return StructType([full[c] for c in self._columns(opts, full.fieldNames())])
 
     def reader(self, schema):
         from tessera.format import schema as lschema
@@ -389,16 +377,16 @@ class TesseraDataSource(DataSource):
             TesseraReader,
         )
 
-        pushdown = self._pushdown()
-        table = self._open()
+        o = self.read_options()
+        pushdown = self._pushdown(o)
+        loc, table = self._open(o)
         names = table.schema.names
         unknown = [c for c in schema.fieldNames() if c not in names]
         if unknown:
             raise UnknownColumnError(f"{table.uri} version {table.version} has no columns {unknown}")
-        o = self.options
         plan = ReadPlan(
             uri=table.uri,
-            storage_options=self.location.storage_options,
+            storage_options=loc.storage_options,
             version=table.version,
             field_protos=[
                 p.SerializeToString()
@@ -413,7 +401,7 @@ class TesseraDataSource(DataSource):
                 rows_per_partition=_int_option(o, "rows_per_partition", None),
             ),
             read_stats_dir=o.get("read_stats_dir") or None,
-            filter_sql=self._filter(table),
+            filter_sql=self._filter(o, table),
         )
         cls = TesseraFilteringReader if pushdown else TesseraReader
         # the index section: pushed filters prune with the version's zone maps at planning
@@ -422,9 +410,8 @@ class TesseraDataSource(DataSource):
     def writer(self, schema, overwrite: bool):
         from .write import plan_write
 
-        if self.options.get("version") or self.options.get("tag"):
-            raise SparkOptionError("options version and tag are for reads; writes always go to the latest version")
-        return plan_write(self.location, schema, overwrite, self.options)
+        opts = self.write_options()
+        return plan_write(resolve_location(opts, for_write=True), schema, overwrite, opts)
 
 
 class TesseraPushdownDataSource(TesseraDataSource):
@@ -544,6 +531,9 @@ def activate(spark) -> None:
 
 __all__ = [
     "FORMAT",
+    "LOCATION_OPTIONS",
+    "READ_OPTIONS",
+    "CatalogClaim",
     "PUSHDOWN_SAFE_SINCE",
     "NameResolver",
     "TableLocation",

@@ -29,8 +29,12 @@ null                    Null
 
 Writing a DataFrame that creates (or overwrites) a table stores Spark's own
 Arrow types (timestamps as ``timestamp[us, tz=UTC]``, lists with an ``item``
-child).  Maps, calendar and year-month intervals, variants, geometry types and
-user-defined types have no Tessera type: :class:`UnsupportedSparkTypeError`.
+child).  Appending (or ``replaceWhere``) follows pylance's write rule in
+Spark's types: each DataFrame column must have the Spark type the table's
+column reads as (the table above, read right to left; no widening), and its
+values go in exactly (a Short into a uint8 column must fit).  Maps, calendar
+and year-month intervals, variants, geometry types and user-defined types
+have no Tessera type: :class:`UnsupportedSparkTypeError`.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from tessera.catalog.errors import SchemaMismatchError, UnsupportedSparkTypeError
+from tessera.format.table.write_types import check_write_schema, identical_types
+from tessera.format.table.write_types import conform_batch as conform
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.types import DataType, StructType
@@ -182,46 +188,82 @@ def arrow_schema_for(schema: StructType) -> pa.Schema:
     return pa.schema([pa.field(f.name, arrow_type_for(f.dataType, f.name), f.nullable) for f in schema])
 
 
+def spark_view(table: pa.Schema) -> pa.Schema:
+    """The table's schema as Spark writes it: each column in the Arrow type of
+    the Spark type it reads as (uint8 as int16, large_string as string, a
+    dictionary as its values, timestamp[ns, tz] as timestamp[us, UTC], ...),
+    the table's names and nullability kept."""
+    return pa.schema(
+        [pa.field(f.name, arrow_type_for(spark_type_of(f.type, f.name), f.name), f.nullable) for f in table]
+    )
+
+
 def check_append_columns(schema: StructType, table: pa.Schema) -> None:
-    """Refuse, before any task runs, an append whose DataFrame columns are not
-    the table's (by name) or have types that cannot be cast to the table's."""
-    incoming = {f.name: arrow_type_for(f.dataType, f.name) for f in schema}
-    mine, theirs = sorted(schema.fieldNames()), sorted(table.names)
-    if mine != theirs:
-        missing = sorted(set(theirs) - set(mine))
-        extra = sorted(set(mine) - set(theirs))
+    """Refuse, before any task runs, a DataFrame the table does not take.
+
+    The rule is pylance's (``format/table/write_types.py``) in Spark's types:
+    each DataFrame column must have the Spark type the table's column reads as
+    (``spark.read.format("tessera")``'s schema; no widening, no other type),
+    columns are matched by name, and a nullable column may be left out."""
+    incoming = arrow_schema_for(schema)
+    mine = set(schema.fieldNames())
+    missing = sorted(f.name for f in table if f.name not in mine and not f.nullable)
+    extra = sorted(mine - set(table.names))
+    if missing or extra:
         raise SchemaMismatchError(
             f"the DataFrame's columns do not match the table's: missing {missing}, unknown {extra}; "
             "select the table's columns, or use mode('overwrite') to replace the schema"
         )
-    for f in table:
-        try:
-            pa.nulls(0, incoming[f.name]).cast(f.type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-            raise SchemaMismatchError(
-                f"column {f.name!r} of the DataFrame ({incoming[f.name]}) cannot be written to the table's "
-                f"{f.type}: {exc}"
-            ) from None
+    view = spark_view(table)
+    try:
+        check_write_schema(incoming, view, what="the DataFrame")
+    except SchemaMismatchError as exc:
+        wanted = ", ".join(f"{f.name} {spark_type_of(f.type, f.name).simpleString()}" for f in table)
+        raise SchemaMismatchError(
+            f"{exc} (in Spark's types the table is: {wanted}; cast the DataFrame's columns to them, "
+            "e.g. selectExpr('cast(id AS bigint) AS id'))"
+        ) from None
 
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """``batch`` with the columns of ``schema`` (matched by name, in its order,
-    cast safely to its types): Spark's Arrow batches -> the table's schema."""
-    from tessera.format.table.fragments import conform_batch as conform
+    """Spark's Arrow batch in the table's ``schema``: Spark's own Arrow
+    representation of each column (a timestamp in the session's zone, a
+    string or large string) as :func:`arrow_type_for` writes it, then pylance's
+    write rule against :func:`spark_view` (names, order, missing nullable
+    columns, nulls), then each column in the table's type, exactly (a value
+    the table's type cannot hold is refused: 300 into uint8)."""
+    view = spark_view(schema)
+    canonical = []
+    for f in batch.schema:
+        want = arrow_type_for(spark_type_of(f.type, f.name), f.name)
+        canonical.append(pa.field(f.name, want, f.nullable))
+    if not all(identical_types(f.type, g.type) for f, g in zip(batch.schema, canonical)):
+        # the same Spark types in Spark's Arrow representation: no value changes
+        batch = pa.RecordBatch.from_arrays(
+            [col.cast(f.type) for col, f in zip(batch.columns, canonical)], schema=pa.schema(canonical)
+        )
+    batch = conform(batch, view)
+    if all(identical_types(f.type, g.type) for f, g in zip(view, schema)):
+        return batch
+    cols = []
+    for col, f in zip(batch.columns, schema):
+        if not identical_types(col.type, f.type):
+            col = _as_table_type(col, f)
+        cols.append(col)
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
 
-    names = batch.schema.names
-    for f in schema:
-        # a Categorical (dictionary) column receives Spark's plain values: encode them
-        if pa.types.is_dictionary(f.type) and f.name in names:
-            i = names.index(f.name)
-            col = batch.column(i)
-            if not pa.types.is_dictionary(col.type):
-                try:
-                    col = col.cast(f.type.value_type).cast(f.type)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                    raise SchemaMismatchError(
-                        f"column {f.name!r} is a dictionary of {f.type.index_type} indices: a batch of {len(col)} "
-                        f"rows holds more distinct values than they can index ({exc}); lower write_batch_rows"
-                    ) from None
-                batch = batch.set_column(i, f.name, col)
-    return conform(batch, schema, allow_extra=True)
+
+def _as_table_type(col: pa.Array, f: pa.Field) -> pa.Array:
+    """A column of Spark's type as the table's (uint8, float16, a dictionary...):
+    exact or refused."""
+    try:
+        if pa.types.is_dictionary(f.type):  # a Categorical column: its values, encoded
+            return col.cast(f.type.value_type, safe=True).cast(f.type)
+        return col.cast(f.type, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        hint = ""
+        if pa.types.is_dictionary(f.type):
+            hint = "; if there are more distinct values than the dictionary's indices can count, lower write_batch_rows"
+        raise SchemaMismatchError(
+            f"column {f.name!r}: a value of the DataFrame does not fit the table's {f.type} ({exc}){hint}"
+        ) from None

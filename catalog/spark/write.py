@@ -36,7 +36,7 @@ except ImportError as _exc:  # pragma: no cover - pyspark is an optional depende
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
 from tessera import format as tformat
-from tessera.catalog.errors import SparkOptionError, SparkWriteError
+from tessera.catalog.errors import ReplaceWhereMismatchError, SparkOptionError, SparkWriteError
 from tessera.catalog.table import make_handler
 from tessera.commit.committer import commit_operation, commit_transaction, new_transaction
 from tessera.commit.errors import CommitConflictError, TableNotFoundError
@@ -48,9 +48,13 @@ from tessera.format.table.fragments import data_file_entry
 from tessera.format.table.paths import DATA_DIR
 from tessera.stores.object_store import ObjectStore, open_object_store
 
+from .location import LOCATION_OPTIONS, LOCATION_PREFIXES, CatalogClaim, TableLocation, normalize_uri
+from .options import OptionList, SparkOptions
 from .types import arrow_schema_for, check_append_columns, conform_batch
 
 log = logging.getLogger(__name__)
+
+RETRY_PREFIX = "commit.retry."
 
 
 @dataclass
@@ -200,6 +204,10 @@ class WritePlan:
     namespace: str | None = None  # a Lance REST namespace URL the commit goes through
     table_id: tuple[str, ...] = ()
     namespace_properties: dict[str, str] = field(default_factory=dict)
+    #: option ``replaceWhere``: the SQL predicate whose rows the job replaces
+    replace_where: str | None = None
+    #: a catalog table the job creates: recorded in the catalog by the commit
+    claim: CatalogClaim | None = None
 
     def policy(self):
         """The job's retry policy (``commit.retry.*`` options)."""
@@ -223,9 +231,90 @@ class WritePlan:
         return lschema.fields_from_protos(file_pb2.Field.FromString(b) for b in self.field_protos)
 
 
-def plan_write(location, spark_schema, overwrite: bool, options) -> TesseraWriter:
-    """Open the table (if any) and fix the base version and the schema to write."""
+#: every option a write implements (the location's, then the write's own):
+#: :func:`plan_write` reads only these, and refuses any other
+WRITE_OPTIONS = OptionList(
+    "write",
+    LOCATION_OPTIONS
+    + (
+        "file_version",
+        "naming",
+        "max_rows_per_file",
+        "write_batch_rows",
+        "replaceWhere",
+        # Delta's, accepted only with the values that ask for what Tessera does (see _check_delta_options)
+        "partitionOverwriteMode",
+        "mergeSchema",
+        "overwriteSchema",
+    ),
+    LOCATION_PREFIXES + (RETRY_PREFIX,),
+)
 
+
+def write_options(options) -> SparkOptions:
+    """``options`` checked as a write's (a :class:`SparkOptions` is kept as it is)."""
+    if isinstance(options, SparkOptions):
+        return options
+    from . import READ_OPTIONS
+
+    return SparkOptions(options, WRITE_OPTIONS, READ_OPTIONS)
+
+
+def _check_delta_options(opts: SparkOptions, overwrite: bool) -> str | None:
+    """Refuse the Delta-style options Tessera cannot honour as given (a
+    :class:`SparkOptionError`); return the ``replaceWhere`` predicate, if any."""
+    replace_where = opts.get("replaceWhere")
+    if replace_where is not None:
+        if not overwrite:
+            raise SparkOptionError(
+                "option replaceWhere replaces the rows its predicate matches, so it needs mode('overwrite'); "
+                "nothing was written"
+            )
+        if not replace_where.strip():
+            raise SparkOptionError("option replaceWhere is empty; give a SQL predicate such as \"day = '2024-01-01'\"")
+    mode = opts.get("partitionOverwriteMode")
+    if mode is not None and mode.strip().lower() != "static":
+        raise SparkOptionError(
+            f"option partitionOverwriteMode={mode!r}: Tessera tables have no partitions, so an overwrite replaces "
+            "the whole table; to replace only some rows, use .option('replaceWhere', '<SQL predicate>') with "
+            "mode('overwrite'). Nothing was written"
+        )
+    merge = opts.get("mergeSchema")
+    if merge is not None and merge.strip().lower() != "false":
+        raise SparkOptionError(
+            f"option mergeSchema={merge!r}: Tessera does not merge schemas on Spark writes yet (planned in issue "
+            "30); write the table's columns, add new ones first (Table.add_columns), or drop the option. "
+            "Nothing was written"
+        )
+    replace_schema = opts.get("overwriteSchema")
+    if replace_schema is not None:
+        value = replace_schema.strip().lower()
+        if value not in ("true", "false"):
+            raise SparkOptionError(f"option overwriteSchema must be true or false, got {replace_schema!r}")
+        replaces = overwrite and replace_where is None  # a plain overwrite always takes the DataFrame's schema
+        if (value == "true") != replaces:
+            what = (
+                "a plain mode('overwrite') always replaces the table's schema with the DataFrame's"
+                if replaces
+                else "appends and replaceWhere keep the table's schema"
+            )
+            raise SparkOptionError(
+                f"option overwriteSchema={replace_schema!r} cannot be honoured: {what} (schema changes on "
+                "Spark writes beyond that are planned in issue 30); drop the option. Nothing was written"
+            )
+    return replace_where
+
+
+def plan_write(location: TableLocation, spark_schema, overwrite: bool, options) -> TesseraWriter:
+    """Open the table (if any) and fix the base version and the schema to write.
+
+    ``options`` are the write's (unknown ones refused: :data:`WRITE_OPTIONS`).
+    With ``replaceWhere`` (mode overwrite only) the job replaces the rows its
+    predicate matches: the tasks write the DataFrame's rows with the table's
+    schema, each row checked against the predicate, and the commit deletes
+    the matching rows and adds the new ones in one version."""
+    options = write_options(options)
+    replace_where = _check_delta_options(options, overwrite)
     try:
         table = location.open_table()
     except TableNotFoundError:
@@ -238,7 +327,7 @@ def plan_write(location, spark_schema, overwrite: bool, options) -> TesseraWrite
     naming = options.get("naming", "V2").upper()
     if naming not in ("V1", "V2"):
         raise SparkOptionError(f"option naming must be V1 or V2, got {naming!r}")
-    if table is not None and not overwrite:
+    if table is not None and (not overwrite or replace_where is not None):
         fields = lschema.fields_from_protos(table.manifest.fields)
         schema = table.schema
         check_append_columns(spark_schema, schema)
@@ -257,20 +346,58 @@ def plan_write(location, spark_schema, overwrite: bool, options) -> TesseraWrite
         naming=naming,
         max_rows_per_file=_positive(options, "max_rows_per_file", 1024 * 1024),
         flush_rows=_positive(options, "write_batch_rows", 128 * 1024),
-        retry={k: v for k, v in dict(options).items() if k.lower().startswith("commit.retry.")},
+        retry={RETRY_PREFIX + k: v for k, v in options.prefixed(RETRY_PREFIX).items()},
         namespace=location.namespace,
         table_id=tuple(location.table_id),
         namespace_properties=dict(location.namespace_properties),
+        replace_where=replace_where,
+        claim=location.claim,
     )
     plan.policy()  # a bad commit.retry.* option fails the job before any task runs
+    if replace_where is not None:
+        _replace_where_expression(replace_where, schema)  # a bad predicate fails before any task runs
     log.info(
         "tessera write job %s: %s %s based on version %s",
         plan.job,
-        "overwrite" if overwrite else "append",
+        "overwrite" if overwrite and replace_where is None else "append" if not overwrite else "replaceWhere",
         plan.uri,
         plan.base_version,
     )
     return TesseraWriter(plan)
+
+
+def _replace_where_expression(sql: str, schema: pa.Schema):
+    """The ``replaceWhere`` predicate as an expression over ``schema`` (the
+    table's: Tessera's SQL, as the ``filter`` option); SparkOptionError when it
+    does not parse or type-check."""
+    from tessera.catalog import predicate
+    from tessera.catalog.errors import TesseraError
+
+    try:
+        return predicate.to_expression(sql, schema)
+    except TesseraError as exc:
+        raise SparkOptionError(f"option replaceWhere {sql!r}: {exc}; nothing was written") from exc
+
+
+def check_replace_where(batch: pa.RecordBatch, expr, sql: str) -> None:
+    """Refuse ``batch`` (ReplaceWhereMismatchError) when one of its rows does
+    not match the ``replaceWhere`` predicate (a NULL result does not match,
+    as a NULL row is not deleted by it either)."""
+    from tessera.catalog.scan import mask_of
+
+    ok = mask_of(expr, batch)
+    if ok.all():
+        return
+    bad = int((~ok).argmax())
+    row = batch.slice(bad, 1).to_pylist()[0]
+    shown = repr(row)
+    if len(shown) > 300:
+        shown = shown[:300] + "...}"
+    raise ReplaceWhereMismatchError(
+        f"Data written out does not match replaceWhere {sql!r}: {int((~ok).sum())} row(s) of this task do not "
+        f"match it, for example {shown}. Every row written with replaceWhere must match its predicate (the rows "
+        "it replaces); filter the DataFrame or widen the predicate. Nothing was committed"
+    )
 
 
 def _positive(options, key: str, default: int) -> int:
@@ -304,9 +431,13 @@ class TesseraWriter(DataSourceArrowWriter):
         p = self.plan
         store = open_object_store(p.uri, p.storage_options)
         sink = FragmentSink(store, p.schema, p.fields(), p.file_version, p.max_rows_per_file, p.flush_rows)
+        where = _replace_where_expression(p.replace_where, p.schema) if p.replace_where is not None else None
         try:
             for batch in iterator:
-                sink.add(conform_batch(batch, p.schema))
+                conformed = conform_batch(batch, p.schema)
+                if where is not None:  # checked here, where the rows are: no second pass over the data
+                    check_replace_where(conformed, where, p.replace_where or "")
+                sink.add(conformed)
             frags = sink.finish()
         except BaseException:
             sink.discard()
@@ -328,12 +459,16 @@ class TesseraWriter(DataSourceArrowWriter):
         handler = p.handler()
         rows = sum(f.physical_rows for f in frags)
         if p.base_version is None:
-            version = self._create(store, handler, frags)
+            version = self._create_claimed(store, handler, frags) if p.claim else self._create(store, handler, frags)
         elif not frags and not p.overwrite:
             log.info("tessera write job %s: nothing to append to %s", p.job, p.uri)
             return
         else:
-            version = self._commit_on(store, handler, handler.load(store, p.base_version), frags)
+            found = self._commit_on(store, handler, handler.load(store, p.base_version), frags)
+            if found is None:
+                log.info("tessera write job %s: replaceWhere matched no rows and the job wrote none", p.job)
+                return
+            version = found
         log.info(
             "tessera write job %s: committed version %d of %s (%d fragments, %d rows)",
             p.job,
@@ -366,6 +501,42 @@ class TesseraWriter(DataSourceArrowWriter):
             txn.overwrite.schema_metadata[k.decode()] = v
         return txn
 
+    def _create_claimed(self, store, handler, frags) -> int:
+        """Create a table named in a Tessera catalog: record its name there
+        (as ``Catalog.declare_table`` does), create it, and remove the name
+        again when the create fails."""
+        from tessera.catalog.errors import TableExistsError
+
+        p = self.plan
+        claim = p.claim
+        assert claim is not None  # called only for a job that creates a catalog table
+        cat = claim.catalog(p.storage_options)
+        try:
+            try:
+                cat.declare_table(claim.name, location=claim.location, commit_store=claim.commit_store)
+                claimed = True
+            except TableExistsError:  # declared by another writer since the job was planned
+                _, uri, recorded = cat._table_row(claim.name)
+                if normalize_uri(uri) != p.uri or recorded != claim.commit_store:
+                    raise SparkWriteError(
+                        f"{claim.name} was created in the catalog while this job ran, at {uri} (commit store "
+                        f"{recorded}); the job's files are removed. Run the job again."
+                    ) from None
+                claimed = False
+            try:
+                return self._create(store, handler, frags)
+            except BaseException:
+                if claimed:
+                    try:
+                        cat.drop_table(claim.name)
+                    except Exception as exc:  # noqa: BLE001 - the commit's own error is the one to raise
+                        log.warning(
+                            "tessera write job %s: could not remove %s from the catalog: %s", p.job, claim.name, exc
+                        )
+                raise
+        finally:
+            cat.close()
+
     def _create(self, store, handler, frags) -> int:
         """Create the table; when another writer created it first, commit on top of theirs."""
         p = self.plan
@@ -380,8 +551,10 @@ class TesseraWriter(DataSourceArrowWriter):
             pass
         latest = handler.load(store)
         handler.bind(latest.manifest, store.uri)
-        if p.overwrite:
-            return self._commit_on(store, handler, latest, frags)
+        if p.overwrite and p.replace_where is None:
+            found = self._commit_on(store, handler, latest, frags)
+            assert found is not None  # an overwrite always commits
+            return found
         theirs = [(f.id, f.name, f.logical_type, f.parent_id) for f in latest.manifest.fields]
         mine = [(f.id, f.name, f.logical_type, f.parent_id) for f in map(file_pb2.Field.FromString, p.field_protos)]
         if theirs != mine or (latest.manifest.data_format.version or "2.0") != p.file_version:
@@ -389,14 +562,18 @@ class TesseraWriter(DataSourceArrowWriter):
                 f"{p.uri} was created by another writer while this job ran, with a different schema or file "
                 "version; the job's files are removed. Run the job again to append to the new table."
             )
-        return self._commit_on(store, handler, latest, frags)
+        found = self._commit_on(store, handler, latest, frags)
+        return found if found is not None else latest.version
 
-    def _commit_on(self, store, handler, base, frags) -> int:
-        """Commit this job's Append or Overwrite on ``base``: compatible commits
-        since then are rebased over by the coordinator; a retryable conflict
-        re-runs it on the latest version (the handler's retry policy bounds
-        it); incompatible ones raise."""
+    def _commit_on(self, store, handler, base, frags) -> int | None:
+        """Commit this job's Append, Overwrite or replaceWhere on ``base``:
+        compatible commits since then are rebased over by the coordinator; a
+        retryable conflict re-runs it on the latest version (the handler's
+        retry policy bounds it); incompatible ones raise.  None: a
+        replaceWhere that matched no rows and had none to add (no version)."""
         handler.bind(base.manifest, store.uri)
+        if self.plan.replace_where is not None:
+            return self._replace_on(store, handler, base, frags)
 
         def build(on):
             if self.plan.overwrite:
@@ -408,6 +585,43 @@ class TesseraWriter(DataSourceArrowWriter):
         mfile = commit_operation(store, handler, base, build)
         assert mfile is not None  # build always returns a transaction
         return mfile.version
+
+    def _replace_on(self, store, handler, base, frags) -> int | None:
+        """``replaceWhere``: one Update transaction that deletes the rows the
+        predicate matches in the version it is built on (deletion files, or
+        whole fragments removed) and adds the job's fragments.  Built on
+        ``base``; a concurrent commit touching the same fragments has its
+        deletions merged with ours (rebase) or makes it run again on the
+        latest version (``commit_operation``), so the delete always covers the
+        version the commit lands on, except rows appended concurrently, which
+        stay (as Lance's delete and Delta's default isolation leave them)."""
+        from tessera.catalog.mutations import build_delete
+        from tessera.catalog.table import Table
+
+        where = self.plan.replace_where
+        affected: dict[str, dict] = {}
+
+        def build(on):
+            view = Table(store, on, handler=handler)
+            view._affected = {}
+            deleted = build_delete(view, where)
+            affected["rows"] = view._affected
+            if deleted is None and not frags:
+                return None
+            txn = new_transaction(on.version)
+            if deleted is not None:
+                txn.update.updated_fragments.extend(deleted.delete.updated_fragments)
+                txn.update.removed_fragment_ids.extend(deleted.delete.deleted_fragment_ids)
+            txn.update.new_fragments.extend(frags)
+            return txn
+
+        def commit(txn, on, deadline):
+            return commit_transaction(
+                store, txn, on, handler=handler, deadline=deadline, affected_rows=affected.get("rows")
+            )
+
+        mfile = commit_operation(store, handler, base, build, commit=commit)
+        return mfile.version if mfile is not None else None
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the files of the given messages that no committed version uses."""

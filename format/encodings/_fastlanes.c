@@ -1,4 +1,5 @@
-/* FastLanes bit-unpacking for Lance 2.1/2.2 pages, in C.
+/* FastLanes bit-unpacking for Lance 2.1/2.2 pages, in C (and, at the end, the
+ * UTF-8 check of decoded strings: utf8_valid).
  *
  * The optional accelerator of tessera.format.encodings.fastlanes: the same
  * decoding as its numpy path (which stays, and is what runs when this module
@@ -164,12 +165,221 @@ static PyObject *unpack_at(PyObject *Py_UNUSED(self), PyObject *args) {
     return result;
 }
 
+/* UTF-8 validation of decoded string data (tessera.format.utf8).
+ *
+ * utf8_valid(data, offsets, offset_bytes, first, n) -> bool: whether values
+ * first .. first + n - 1 of a string array (`offsets`: its offsets buffer of
+ * 4- or 8-byte little-endian integers, `data`: its value bytes) are each
+ * valid UTF-8.  The region [offsets[first], offsets[first + n]) is checked as
+ * a whole (16 bytes a step with SSSE3 where the CPU has it: the "lookup"
+ * algorithm of Keiser and Lemire, "Validating UTF-8 in less than one
+ * instruction per byte", 2021; else byte by byte), then every value is
+ * checked to start on a character boundary (not on a 10xxxxxx byte): the
+ * cuts of valid UTF-8 at character boundaries are valid UTF-8 (an all-ASCII
+ * region needs no such check).  False also when the region lies outside
+ * `data`, when an offset lies outside a non-ASCII region, and when bytes under
+ * a null slot are not UTF-8: the caller then asks Arrow's per-value check,
+ * which decides.  Nothing outside the buffers is read.
+ */
+
+static int utf8_scalar(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if ((w & 0x8080808080808080ULL) == 0) {
+                i += 8;
+                continue;
+            }
+        }
+        const unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+        } else if (c < 0xC2) { /* a continuation byte, or an overlong 2-byte lead */
+            return 0;
+        } else if (c < 0xE0) {
+            if (n - i < 2 || (s[i + 1] & 0xC0) != 0x80) return 0;
+            i += 2;
+        } else if (c < 0xF0) {
+            if (n - i < 3 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
+            if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F)) return 0; /* overlong, surrogate */
+            i += 3;
+        } else if (c < 0xF5) {
+            if (n - i < 4 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80)
+                return 0;
+            if ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F)) return 0; /* overlong, > U+10FFFF */
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define UTF8_SIMD 1
+#define U8_SHORT (1 << 0)      /* a lead (or ASCII) byte then a lead or ASCII byte where a continuation is due */
+#define U8_LONG (1 << 1)       /* ASCII then a continuation */
+#define U8_OVERLONG_3 (1 << 2)
+#define U8_TOO_LARGE (1 << 3)
+#define U8_SURROGATE (1 << 4)
+#define U8_OVERLONG_2 (1 << 5)
+#define U8_TOO_LARGE_1000 (1 << 6)
+#define U8_OVERLONG_4 (1 << 6)
+#define U8_TWO_CONTS (1 << 7)
+#define U8_CARRY (U8_SHORT | U8_LONG | U8_TWO_CONTS)
+#define U8_BIG (U8_CARRY | U8_TOO_LARGE | U8_TOO_LARGE_1000)
+
+__attribute__((target("ssse3"))) static int utf8_ssse3(const unsigned char *s, size_t n, int *ascii) {
+    /* what the high nibble of a byte, its low nibble, and the high nibble of
+       the byte after it allow; a pair is wrong where all three agree */
+    const __m128i byte1_high = _mm_setr_epi8(
+        U8_LONG, U8_LONG, U8_LONG, U8_LONG, U8_LONG, U8_LONG, U8_LONG, U8_LONG,
+        (char)U8_TWO_CONTS, (char)U8_TWO_CONTS, (char)U8_TWO_CONTS, (char)U8_TWO_CONTS,
+        U8_SHORT | U8_OVERLONG_2, U8_SHORT, U8_SHORT | U8_OVERLONG_3 | U8_SURROGATE,
+        U8_SHORT | U8_TOO_LARGE | U8_TOO_LARGE_1000 | U8_OVERLONG_4);
+    const __m128i byte1_low = _mm_setr_epi8(
+        (char)(U8_CARRY | U8_OVERLONG_3 | U8_OVERLONG_2 | U8_OVERLONG_4), (char)(U8_CARRY | U8_OVERLONG_2),
+        (char)U8_CARRY, (char)U8_CARRY, (char)(U8_CARRY | U8_TOO_LARGE), (char)U8_BIG, (char)U8_BIG, (char)U8_BIG,
+        (char)U8_BIG, (char)U8_BIG, (char)U8_BIG, (char)U8_BIG, (char)U8_BIG, (char)(U8_BIG | U8_SURROGATE),
+        (char)U8_BIG, (char)U8_BIG);
+    const __m128i byte2_high = _mm_setr_epi8(
+        U8_SHORT, U8_SHORT, U8_SHORT, U8_SHORT, U8_SHORT, U8_SHORT, U8_SHORT, U8_SHORT,
+        (char)(U8_LONG | U8_OVERLONG_2 | U8_TWO_CONTS | U8_OVERLONG_3 | U8_TOO_LARGE_1000 | U8_OVERLONG_4),
+        (char)(U8_LONG | U8_OVERLONG_2 | U8_TWO_CONTS | U8_OVERLONG_3 | U8_TOO_LARGE),
+        (char)(U8_LONG | U8_OVERLONG_2 | U8_TWO_CONTS | U8_SURROGATE | U8_TOO_LARGE),
+        (char)(U8_LONG | U8_OVERLONG_2 | U8_TWO_CONTS | U8_SURROGATE | U8_TOO_LARGE),
+        U8_SHORT, U8_SHORT, U8_SHORT, U8_SHORT);
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+    /* a block ending in the first bytes of a character: the next must go on with it */
+    const __m128i incomplete_at = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                (char)(0xF0 - 1), (char)(0xE0 - 1), (char)(0xC0 - 1));
+    __m128i error = _mm_setzero_si128(), prev = _mm_setzero_si128(), prev_incomplete = _mm_setzero_si128();
+    __m128i high = _mm_setzero_si128();
+    unsigned char last[16];
+    size_t i = 0;
+    while (i < n) {
+        if (n - i >= 64) { /* 64 ASCII bytes at once */
+            const __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
+            const __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
+            const __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
+            const __m128i d = _mm_loadu_si128((const __m128i *)(s + i + 48));
+            if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d))) == 0) {
+                error = _mm_or_si128(error, prev_incomplete);
+                prev_incomplete = _mm_setzero_si128();
+                prev = d;
+                i += 64;
+                continue;
+            }
+        }
+        __m128i in;
+        if (n - i >= 16) {
+            in = _mm_loadu_si128((const __m128i *)(s + i));
+        } else { /* the last bytes, padded with ASCII */
+            memset(last, 0, sizeof last);
+            memcpy(last, s + i, n - i);
+            in = _mm_loadu_si128((const __m128i *)last);
+        }
+        if (_mm_movemask_epi8(in) == 0) {
+            error = _mm_or_si128(error, prev_incomplete);
+            prev_incomplete = _mm_setzero_si128();
+        } else {
+            high = in;
+            const __m128i prev1 = _mm_alignr_epi8(in, prev, 15);
+            const __m128i h1 = _mm_shuffle_epi8(byte1_high, _mm_and_si128(_mm_srli_epi16(prev1, 4), nibble));
+            const __m128i l1 = _mm_shuffle_epi8(byte1_low, _mm_and_si128(prev1, nibble));
+            const __m128i h2 = _mm_shuffle_epi8(byte2_high, _mm_and_si128(_mm_srli_epi16(in, 4), nibble));
+            const __m128i special = _mm_and_si128(_mm_and_si128(h1, l1), h2);
+            const __m128i third = _mm_subs_epu8(_mm_alignr_epi8(in, prev, 14), _mm_set1_epi8((char)(0xE0 - 0x80)));
+            const __m128i fourth = _mm_subs_epu8(_mm_alignr_epi8(in, prev, 13), _mm_set1_epi8((char)(0xF0 - 0x80)));
+            const __m128i must23 = _mm_and_si128(_mm_or_si128(third, fourth), _mm_set1_epi8((char)0x80));
+            error = _mm_or_si128(error, _mm_xor_si128(must23, special));
+            prev_incomplete = _mm_subs_epu8(in, incomplete_at);
+        }
+        prev = in;
+        i += 16;
+    }
+    error = _mm_or_si128(error, prev_incomplete);
+    *ascii = _mm_movemask_epi8(high) == 0;
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(error, _mm_setzero_si128())) == 0xFFFF;
+}
+#endif
+
+/* Whether s[0..n) is valid UTF-8; *ascii says whether it was all ASCII (then
+   every cut of it is a character boundary). */
+static int utf8_region(const unsigned char *s, size_t n, int *ascii) {
+    *ascii = 0;
+#ifdef UTF8_SIMD
+    static int simd = -1;
+    if (simd < 0) simd = __builtin_cpu_supports("ssse3") ? 1 : 0;
+    if (simd) return utf8_ssse3(s, n, ascii);
+#endif
+    return utf8_scalar(s, n);
+}
+
+static inline int64_t offset_at(const unsigned char *o, int width, Py_ssize_t i) {
+    if (width == 4) {
+        int32_t v;
+        memcpy(&v, o + (size_t)i * 4, 4);
+        return v;
+    }
+    int64_t v;
+    memcpy(&v, o + (size_t)i * 8, 8);
+    return v;
+}
+
+static PyObject *utf8_valid(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer data, offsets;
+    int width;
+    Py_ssize_t first, n;
+    if (!PyArg_ParseTuple(args, "y*y*inn", &data, &offsets, &width, &first, &n)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (width != 4 && width != 8) {
+        PyErr_Format(PyExc_ValueError, "string offsets must be 4 or 8 bytes wide, got %d", width);
+    } else if (first < 0 || n < 0 || first > PY_SSIZE_T_MAX / 8 - n - 1 ||
+               offsets.len < (first + n + 1) * (Py_ssize_t)width) {
+        PyErr_Format(PyExc_ValueError, "an offsets buffer of %zd bytes does not hold offsets %zd..%zd", offsets.len,
+                     first, first + n);
+    } else {
+        int ok = 1;
+        const unsigned char *o = (const unsigned char *)offsets.buf, *d = (const unsigned char *)data.buf;
+        Py_BEGIN_ALLOW_THREADS
+        const int64_t lo = offset_at(o, width, first), hi = offset_at(o, width, first + n);
+        if (lo < 0 || hi < lo || hi > (int64_t)data.len) {
+            ok = 0;
+        } else {
+            int ascii;
+            ok = utf8_region(d + lo, (size_t)(hi - lo), &ascii);
+            /* ASCII: every cut is a boundary, and no byte at an offset is read */
+            for (Py_ssize_t i = first + 1; ok && !ascii && i < first + n; i++) {
+                const int64_t at = offset_at(o, width, i);
+                if (at < lo || at > hi)
+                    ok = 0;
+                else if (at < hi && (d[at] & 0xC0) == 0x80)
+                    ok = 0;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        result = PyBool_FromLong(ok);
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"unpack", unpack, METH_VARARGS,
      "unpack(words, out, type_bits, bit_width, blocks): decode consecutive FastLanes blocks into out."},
     {"unpack_at", unpack_at, METH_VARARGS,
      "unpack_at(data, starts, bit_widths, out, type_bits): decode the block at each byte offset of starts\n"
      "(int64), of the bit width at the same index of bit_widths (int64; 0: zeros), into out."},
+    {"utf8_valid", utf8_valid, METH_VARARGS,
+     "utf8_valid(data, offsets, offset_bytes, first, n): whether string values first..first+n-1 are valid UTF-8\n"
+     "(False also for offsets out of place: ask Arrow then)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,7 +9,10 @@
 * :mod:`.fragments` - writing data into new fragments, reading a fragment's
   rows (:class:`~.fragments.FragmentReader`), the shared reader cache;
 * :mod:`.rewrite` - rewriting fragments' live rows as new fragments
-  (compaction's data step).
+  (compaction's data step);
+* :mod:`.indices` - what a compaction does to each index (which follow the
+  rows, which are remapped, which stop covering them);
+* :mod:`.lineage` - the row ids and versions the rows an update moves carry.
 
 Like the rest of ``tessera.format``, nothing here imports ``tessera.stores``,
 ``tessera.commit`` or ``tessera.catalog``.  The sub-modules are imported by

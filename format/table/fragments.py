@@ -22,13 +22,16 @@ from .. import dictionary as ldictionary
 from .. import manifest as lmanifest
 from .. import schema as lschema
 from ..container import DATAFILE_VERSIONS
-from ..errors import CorruptFileError, FormatError, InvalidPathError, SchemaMismatchError, UnsupportedEncodingError
+from ..errors import CorruptFileError, FormatError, InvalidPathError, UnsupportedEncodingError
 from ..file import FileReader, FileWriter
 from ..io import RangeReader
 from ..protos import table_pb2
 from ..rowids import decode_row_ids
 from . import paths
 from .store import TableStore
+from .write_types import check_write_schema, conform_batch
+
+__all__ = ["check_write_schema", "conform_batch"]  # the write rule, used by every write path
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 
@@ -49,12 +52,22 @@ def write_fragments(
     fields: list[lschema.LanceField],
     file_version: str,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    data_schema: pa.Schema | None = None,
 ) -> list[table_pb2.DataFragment]:
-    """Write ``batches`` into new fragments (ids unassigned), one file each."""
+    """Write ``batches`` into new fragments (ids unassigned), one file each.
+
+    Every batch is conformed to ``schema`` by pylance's write rule
+    (:func:`.write_types.conform_batch`); ``data_schema``, the schema of the
+    batches when known, is checked before anything is written (so is an empty
+    write).  A batch that is refused (a type, a null where the table has none)
+    raises :class:`SchemaMismatchError` and leaves no data file behind."""
+    if data_schema is not None:
+        check_write_schema(data_schema, schema)
     frags: list[table_pb2.DataFragment] = []
     writer = None
     out = None
     name = ""
+    finished: list[str] = []  # data files of this call, removed again if it fails
 
     def finish() -> None:
         nonlocal writer, out
@@ -74,14 +87,14 @@ def write_fragments(
             file_size_bytes=size,
         )
         frags.append(frag)
+        finished.append(name)
         writer = out = None
 
     try:
         for batch in batches:
+            batch = conform_batch(batch, schema)
             if batch.num_rows == 0:
                 continue
-            if not batch.schema.equals(schema, check_metadata=False):
-                batch = conform_batch(batch, schema)
             pos = 0
             if writer is not None and writer.num_rows and not writer.dictionaries_fit(batch):
                 finish()  # dictionaries too many for the index type together: a file of their own
@@ -99,8 +112,22 @@ def write_fragments(
     except BaseException:
         if out is not None and hasattr(out, "abort"):
             out.abort()  # a partial data file never appears
+        _remove(store, finished)
         raise
     return frags
+
+
+def _remove(store: TableStore, names: list[str]) -> None:
+    """Best effort: delete data files ``names`` of a write that failed (what
+    is left is an orphan for ``cleanup_orphans``)."""
+    delete = getattr(store, "delete", None)
+    if delete is None:
+        return
+    for n in names:
+        try:
+            delete(paths.data_path(n))
+        except Exception:  # noqa: BLE001 - the write's own error is the one to raise
+            pass
 
 
 def one_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -115,53 +142,6 @@ def one_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
         # too large for the index type is a typed error (DictionaryOverflowError)
         return ldictionary.concat(arr.chunks)
     return arr.combine_chunks()
-
-
-def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, allow_extra: bool = False) -> pa.RecordBatch:
-    """``batch`` with the columns of ``schema``: matched by name, in its order,
-    cast safely to its types, nullability checked.  Extra columns are an
-    error unless ``allow_extra``."""
-    if batch.schema.equals(schema, check_metadata=False):
-        return batch
-    names = batch.schema.names
-    if not allow_extra and sorted(names) != sorted(schema.names):
-        raise SchemaMismatchError(f"data columns {names} do not match the table's columns {schema.names}")
-    cols = []
-    for f in schema:
-        try:
-            col = batch.column(names.index(f.name))
-        except ValueError:
-            raise SchemaMismatchError(f"the data has no column {f.name!r}; it has {names}") from None
-        if not col.type.equals(f.type):
-            if _dictionary_conflict(col.type, f.type):
-                raise SchemaMismatchError(
-                    f"column {f.name!r} is {col.type}, the table has {f.type}: dictionary (categorical) and "
-                    "plain columns, or dictionaries of other index or value types, are not converted into "
-                    "each other (pylance refuses them too); cast the data to the table's type first"
-                )
-            try:
-                col = col.cast(f.type, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise SchemaMismatchError(f"column {f.name!r} is {col.type}, the table has {f.type}: {exc}") from exc
-        if not f.nullable and col.null_count:
-            raise SchemaMismatchError(f"column {f.name!r} is not nullable but the data has {col.null_count} nulls")
-        cols.append(col)
-    return pa.RecordBatch.from_arrays(cols, schema=schema)
-
-
-def _dictionary_conflict(have: pa.DataType, want: pa.DataType) -> bool:
-    """Whether data of type ``have`` is refused for a column of type ``want``:
-    a dictionary where the table has plain values or the other way round, or a
-    dictionary of another index or value type, at any depth (pylance 14
-    refuses every such append).  Dictionaries differing only in their ordered
-    flag are accepted (pylance has no such flag) and take the table's."""
-    if pa.types.is_dictionary(have) or pa.types.is_dictionary(want):
-        if not (pa.types.is_dictionary(have) and pa.types.is_dictionary(want)):
-            return True
-        return not (have.index_type.equals(want.index_type) and have.value_type.equals(want.value_type))
-    if have.id == want.id and have.num_fields == want.num_fields:
-        return any(_dictionary_conflict(have.field(i).type, want.field(i).type) for i in range(have.num_fields))
-    return False
 
 
 def _subtree_ids(f: lschema.LanceField) -> set[int]:
@@ -223,6 +203,53 @@ def open_data_file(store: TableStore, name: str, size: int = 0) -> RangeReader:
         raise
     except ValueError as exc:  # the stores' InvalidURIError: e.g. a name too long for the file system
         raise InvalidPathError(str(exc)) from exc
+
+
+def sidecar_opener(store: TableStore, name: str):
+    """Opens the blob v2 sidecar files of data file ``name`` (relative to
+    ``data/``), through the table's store: ``data/<stem>/<sidecar>``."""
+    from ..blob import data_file_stem
+
+    stem = data_file_stem(name)
+
+    def open_(sidecar: str) -> RangeReader:
+        return open_data_file(store, f"{stem}/{sidecar}")
+
+    return open_
+
+
+def take_blobs(
+    store: TableStore,
+    fragments: Iterable[table_pb2.DataFragment],
+    field: lschema.LanceField,
+    addresses: np.ndarray,
+    file_cache: FileReaderCache | None = None,
+) -> list:
+    """Blob column ``field``'s values at row ``addresses`` (fragment id << 32 |
+    offset, any order) as file-like objects (None for a null value).
+
+    Raises:
+        RowOutOfRangeError: an address names no fragment or row of ``fragments``.
+    """
+    from ..errors import RowOutOfRangeError
+
+    addr = np.asarray(addresses, dtype=np.uint64).ravel()
+    by_id = {f.id: f for f in fragments}
+    out: list = [None] * addr.size
+    frag_ids = (addr >> np.uint64(32)).astype(np.int64)
+    offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    for fid in np.unique(frag_ids).tolist():
+        frag = by_id.get(fid)
+        sel = np.flatnonzero(frag_ids == fid)
+        if frag is None or int(offsets[sel].max()) >= frag.physical_rows:
+            raise RowOutOfRangeError(f"{store.uri}: row address {int(addr[sel[0]])} names no row of this version")
+        reader = FragmentReader(store, frag, [field], file_cache=file_cache)
+        try:
+            for k, b in zip(sel.tolist(), reader.take_blobs(field, offsets[sel])):
+                out[k] = b
+        finally:
+            reader.close()
+    return out
 
 
 class FileReaderCache:
@@ -392,6 +419,7 @@ class FragmentReader:
                     r.path,
                     f"data file has {r.num_rows} rows, its fragment says {self.fragment.physical_rows} (physical_rows)",
                 )
+            r.open_sidecar = sidecar_opener(self.store, path)
             self._readers[df.path] = r
         return r
 
@@ -437,6 +465,17 @@ class FragmentReader:
             for j, (k, _) in enumerate(items):
                 out[k] = as_field_type(one_array(got.column(j)), self.fields[k], r.path)
         return out
+
+    def take_blobs(self, field: lschema.LanceField, offsets: np.ndarray) -> list:
+        """Blob column ``field``'s values at physical rows ``offsets`` as
+        file-like objects (:class:`..blob.BlobFile`; None for a null, and for
+        every row when no data file of the fragment holds the field)."""
+        loc = self._locate(field)
+        if loc is None:
+            return [None] * len(offsets)
+        df, col = loc
+        r = self._reader(df)
+        return r.take_blobs(self._file_field(r, col, field), offsets)
 
     def take(self, offsets: np.ndarray) -> list[pa.Array]:
         """Arrays of ``self.fields`` for physical rows ``offsets`` (any order,

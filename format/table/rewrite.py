@@ -39,14 +39,15 @@ class TableLayout:
     stable_row_ids: bool
 
 
-Columns = tuple[pa.RecordBatch, np.ndarray | None, np.ndarray | None, np.ndarray | None]
+Columns = tuple[pa.RecordBatch, np.ndarray | None, np.ndarray | None, np.ndarray | None, np.ndarray | None]
 
 
 class LiveRows:
-    """The live rows of a group of fragments, with their ids and versions."""
+    """The live rows of a group of fragments, with their ids and versions
+    (and their row addresses, with ``addresses``)."""
 
-    def __init__(self, layout: TableLayout, frags: Sequence[table_pb2.DataFragment]) -> None:
-        self.layout, self.frags = layout, frags
+    def __init__(self, layout: TableLayout, frags: Sequence[table_pb2.DataFragment], addresses: bool = False) -> None:
+        self.layout, self.frags, self.addresses = layout, frags, addresses
         self.stable = layout.stable_row_ids
         self.versions = any(
             f.WhichOneof("created_at_version_sequence") or f.WhichOneof("last_updated_at_version_sequence")
@@ -54,7 +55,8 @@ class LiveRows:
         )
 
     def batches(self) -> Iterator[Columns]:
-        """Yields ``(record_batch, row_ids, created_at, last_updated_at)`` per read batch."""
+        """Yields ``(record_batch, row_ids, created_at, last_updated_at,
+        row_addresses)`` per read batch (None for what the table lacks or was not asked)."""
         t = self.layout
         for frag in self.frags:
             reader = FragmentReader(t.store, frag, t.fields)
@@ -69,6 +71,11 @@ class LiveRows:
                     updated = lrowids.read_versions(t.store, frag, lrowids.LAST_UPDATED_AT_FIELDS)
                     created = ones if created is None else created
                     updated = ones if updated is None else updated
+                addrs = (
+                    (np.uint64(frag.id) << np.uint64(32)) + np.arange(frag.physical_rows, dtype=np.uint64)
+                    if self.addresses
+                    else None
+                )
                 for start in range(0, frag.physical_rows, READ_BATCH):
                     stop = min(start + READ_BATCH, frag.physical_rows)
                     batch = pa.RecordBatch.from_arrays(reader.read(start, stop), schema=t.schema)
@@ -78,10 +85,10 @@ class LiveRows:
                         if not live.any():
                             continue
                         batch = batch.filter(pa.array(live))
-                    ids_, created_, updated_ = (
-                        None if a is None else a[start:stop][keep] for a in (ids, created, updated)
+                    ids_, created_, updated_, addrs_ = (
+                        None if a is None else a[start:stop][keep] for a in (ids, created, updated, addrs)
                     )
-                    yield batch, ids_, created_, updated_
+                    yield batch, ids_, created_, updated_, addrs_
             finally:
                 reader.close()
 
@@ -128,45 +135,57 @@ def rewrite_fragments(
     target: int,
     sort_keys: list[tuple[str, str]] | None = None,
     limit: int | None = None,
+    addresses: list[np.ndarray] | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write the live rows of ``frags`` as new fragments (ids unassigned) of
     ``target`` rows each (the last may be smaller), sorted by ``sort_keys``
-    (``[(column, "ascending" | "descending")]``) when given."""
-    src = LiveRows(layout, frags)
+    (``[(column, "ascending" | "descending")]``) when given.
+
+    ``addresses``, when a list, receives one array per new fragment: the old
+    row address of each of its rows, in order (what an index of row addresses
+    needs to be remapped)."""
+    src = LiveRows(layout, frags, addresses is not None)
     out: list[table_pb2.DataFragment] = []
+
+    def emit(rows: pa.Table, cols: list[np.ndarray | None]) -> None:
+        ids, cr, up, addrs = cols
+        out.append(write_fragment(layout, rows, ids, cr, up, limit))
+        if addresses is not None:
+            assert addrs is not None  # asked for, so LiveRows yielded them
+            addresses.append(addrs)
+
     if sort_keys:
-        batches, ids, cr, up = [], [], [], []
-        for b, i, c, u in src.batches():
+        batches: list[pa.RecordBatch] = []
+        parts: list[list] = [[], [], [], []]
+        for b, *cols in src.batches():
             batches.append(b)
-            ids.append(i)
-            cr.append(c)
-            up.append(u)
+            for p, c in zip(parts, cols):
+                p.append(c)
         rows = pa.Table.from_batches(batches, schema=layout.schema)
         order = pc.sort_indices(rows, sort_keys=sort_keys).to_numpy()
         rows = rows.take(pa.array(order))
-        sorted_ids, sorted_cr, sorted_up = (None if (a := _cat(p)) is None else a[order] for p in (ids, cr, up))
+        ordered = [None if (a := _cat(p)) is None else a[order] for p in parts]
         for s in range(0, rows.num_rows, target):
             e = min(s + target, rows.num_rows)
-            part_ids, part_cr, part_up = (None if a is None else a[s:e] for a in (sorted_ids, sorted_cr, sorted_up))
-            out.append(write_fragment(layout, rows.slice(s, e - s), part_ids, part_cr, part_up, limit))
+            emit(rows.slice(s, e - s), [None if a is None else a[s:e] for a in ordered])
         return out
-    buf, ids, cr, up, n = [], [], [], [], 0
-    for b, i, c, u in src.batches():
+    buf: list[pa.RecordBatch] = []
+    pending: list[list] = [[], [], [], []]
+    n = 0
+    for b, *cols in src.batches():
         buf.append(b)
-        ids.append(i)
-        cr.append(c)
-        up.append(u)
+        for p, c in zip(pending, cols):
+            p.append(c)
         n += b.num_rows
         while n >= target:
             rows = pa.Table.from_batches(buf, schema=layout.schema)
-            a_ids, a_cr, a_up = _cat(ids), _cat(cr), _cat(up)
-            part_ids, part_cr, part_up = (None if a is None else a[:target] for a in (a_ids, a_cr, a_up))
-            out.append(write_fragment(layout, rows.slice(0, target), part_ids, part_cr, part_up, limit))
+            whole = [_cat(p) for p in pending]
+            emit(rows.slice(0, target), [None if a is None else a[:target] for a in whole])
             rest = rows.slice(target)
             buf = rest.to_batches()
-            ids, cr, up = ([None if a is None else a[target:]] for a in (a_ids, a_cr, a_up))
+            pending = [[None if a is None else a[target:]] for a in whole]
             n = rest.num_rows
     if n:
         rows = pa.Table.from_batches(buf, schema=layout.schema)
-        out.append(write_fragment(layout, rows, _cat(ids), _cat(cr), _cat(up), limit))
+        emit(rows, [_cat(p) for p in pending])
     return out

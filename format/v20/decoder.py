@@ -12,6 +12,7 @@ import bisect
 import numpy as np
 import pyarrow as pa
 
+from .. import blob as lblob
 from .. import dictionary as ldict
 from ..container import ARRAY_ENCODING_URL, ContainerReader, unpack_any
 from ..errors import CorruptFileError, UnsupportedEncodingError
@@ -452,6 +453,39 @@ class _LeafDecoder:
         return _concat(pieces, self.type)
 
 
+class _BlobLeafDecoder(_LeafDecoder):
+    """A blob column: its pages hold ``(position, size)`` descriptions (a
+    packed struct of two u64), its bytes lie elsewhere in the file
+    (:mod:`..blob`); read as the bytes, or as the descriptions."""
+
+    def __init__(self, field: LanceField, reader: ContainerReader, column: int) -> None:
+        super().__init__(field, reader, column)
+        self.type = lblob.V1_DESCRIPTION
+        self.name = field.name
+
+    def _bytes(self, desc: pa.Array) -> pa.Array:
+        refs = lblob.refs_v1(desc, "2.0", self.col.path, self.name)
+        return lblob.read_values(refs, self.reader.io, None, self.col.path, self.name)
+
+    def read_chunks(self, start: int, stop: int) -> list[pa.Array]:
+        return [self._bytes(d) for d in super().read_chunks(start, stop)]
+
+    def read_range(self, start: int, stop: int) -> pa.Array:
+        return _concat(self.read_chunks(start, stop), pa.large_binary())
+
+    def take(self, rows: np.ndarray, blob_descriptions: bool = False) -> pa.Array:
+        pages, groups = self.col.group_rows(rows)
+        buffers = self.reader.page_buffers([p.meta for p in pages])
+        pieces = [
+            _PageDecoder(self.col.path, bufs)
+            .decode(page.encoding, page.meta.length, self.type)
+            .take(pa.array(r - page.start))
+            for page, r, bufs in zip(pages, groups, buffers)
+        ]
+        desc = _concat(pieces, self.type)
+        return desc if blob_descriptions else self._bytes(desc)
+
+
 class _StructDecoder:
     def __init__(self, field: LanceField, reader: ContainerReader, column: int, children: list) -> None:
         self.type = field.arrow_type
@@ -606,6 +640,12 @@ class FieldDecoder:
     def _build(self, f: LanceField, reader: ContainerReader):
         col = self._next  # pre-order: a parent's column comes before its children's
         self._next += 1
+        if f.blob is not None:
+            if f is not self.field or f.blob != "v1":
+                raise UnsupportedEncodingError(
+                    f"{reader.path}: blob column {f.name!r}: only top-level blob columns of the 2.0 layout are read"
+                )
+            return _BlobLeafDecoder(f, reader, col)
         if f.is_packed_struct:  # one column of packed rows
             return _LeafDecoder(f, reader, col)
         if f.is_struct:
@@ -617,12 +657,15 @@ class FieldDecoder:
     def read_range(self, start: int, stop: int) -> pa.Array:
         return self._root.read_range(start, stop)
 
-    def take(self, rows) -> pa.Array:
+    def take(self, rows, blob_descriptions: bool = False) -> pa.Array:
         """The rows ``rows`` (sorted, distinct): the pages holding them are
-        fetched in one request and only those rows are decoded."""
+        fetched in one request and only those rows are decoded
+        (``blob_descriptions``: a blob column's descriptions, not its bytes)."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
             return self._root.read_range(0, 0)
+        if blob_descriptions and isinstance(self._root, _BlobLeafDecoder):
+            return self._root.take(rows, blob_descriptions=True)
         return self._root.take(rows)
 
     def read_chunks(self, start: int, stop: int) -> list[pa.Array]:

@@ -26,7 +26,7 @@ from ..encodings import fastlanes, fsst, general, rle
 from ..errors import CorruptFileError, UnsupportedEncodingError
 from ..protos import encodings21_pb2 as pb
 from .layout import scheme_name
-from .values import Fixed, Fsl, Packed, Var, as_u8, concat_bits, gather, uint_at
+from .values import Fixed, Fsl, Packed, Var, VarPacked, as_u8, concat_bits, gather, uint_at
 
 U16 = np.dtype("<u2")
 
@@ -741,9 +741,63 @@ def _constant(c: pb.Constant, n: int, where: str, allow_empty: bool = False) -> 
     return Fixed(np.tile(v, n), v.size * 8, n)
 
 
-def var_per_value(enc: pb.CompressiveEncoding, offsets: np.ndarray, data: np.ndarray, where: str) -> Var:
+def _var_packed(vps: pb.VariablePackedStruct, offsets: np.ndarray, data: np.ndarray, where: str) -> VarPacked:
+    """Per-value rows of a variable-width packed struct (how pylance 14 stores
+    blob v2 descriptors): each row holds its fields back to back, a
+    fixed-width field as its bytes, a variable-width one as a length and its
+    bytes.  A row of no bytes is a null (its fields read as zeros)."""
+    n = int(offsets.size) - 1
+    starts = offsets[:-1].astype(np.int64)
+    ends = offsets[1:].astype(np.int64)
+    rows = np.flatnonzero(ends > starts)
+    cur = starts[rows]
+    row_end = ends[rows]
+    fields: list = []
+    for i, fe in enumerate(vps.fields):
+        w = f"{where}.fields[{i}]"
+        layout = fe.WhichOneof("layout")
+        if layout == "bits_per_value":
+            bits = int(fe.bits_per_value)
+            if bits <= 0 or bits % 8 or bits > 64 or _flat_bits(fe.value, w) != bits:
+                raise UnsupportedEncodingError(f"{w}: packed field of {bits} bits")
+            wb = bits // 8
+            if np.any(cur + wb > row_end):
+                raise CorruptFileError(None, f"{w}: a packed field runs past its row")
+            out = np.zeros((n, wb), dtype=np.uint8)
+            if rows.size:
+                out[rows] = data[cur[:, None] + np.arange(wb)]
+            fields.append(Fixed(out.reshape(-1), bits, n))
+            cur = cur + wb
+        elif layout == "bits_per_length":
+            lb = int(fe.bits_per_length)
+            if lb not in (8, 16, 32, 64) or _kind(fe.value, w) != "variable":
+                raise UnsupportedEncodingError(
+                    f"{w}: variable packed field of {lb}-bit lengths over {_kind(fe.value, w)}"
+                )
+            _no_buffer_compression(fe.value.variable, "values", w)
+            lw = lb // 8
+            if np.any(cur + lw > row_end):
+                raise CorruptFileError(None, f"{w}: a packed field's length runs past its row")
+            lens = uint_at(data, cur, lw) if rows.size else np.zeros(0, dtype=np.int64)
+            begin = cur + lw
+            if np.any(lens < 0) or np.any(begin + lens > row_end):
+                raise CorruptFileError(None, f"{w}: a packed field's bytes run past their row")
+            every = np.zeros(n, dtype=np.int64)
+            every[rows] = lens
+            fields.append(Var(np.concatenate(([0], np.cumsum(every))), gather(data, begin, lens)))
+            cur = begin + lens
+        else:
+            raise UnsupportedEncodingError(f"{w}: packed field layout {layout!r} is not supported")
+    if np.any(cur != row_end):
+        raise CorruptFileError(None, f"{where}: packed rows hold bytes past their fields")
+    return VarPacked(fields, n)
+
+
+def var_per_value(enc: pb.CompressiveEncoding, offsets: np.ndarray, data: np.ndarray, where: str) -> Var | VarPacked:
     kind = _kind(enc, where)
     w = f"{where}.{kind}"
+    if kind == "variable_packed_struct":
+        return _var_packed(enc.variable_packed_struct, offsets, data, w)
     if kind == "variable":
         _no_buffer_compression(enc.variable, "values", w)
         _flat_bits(enc.variable.offsets, f"{w}.offsets")

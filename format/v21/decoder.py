@@ -32,11 +32,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 
+from .. import blob as lblob
 from .. import dictionary as ldict
 from ..container import PAGE_LAYOUT_URL, unpack_any
 from ..errors import CorruptFileError, UnsupportedEncodingError
 from ..protos import encodings21_pb2 as pb
-from ..schema import LanceField
+from ..schema import LanceField, arrow_type_of
+from .blob_pages import BlobPage
 from .layout import parse_page_layout
 from .pages import AllNullPage, FullZipPage, MiniBlockPage, Piece, _joined, _PageBase
 from .repdef import ITEM, LIST, LayerOut, Structure, unravel
@@ -48,8 +50,14 @@ class _Leaf:
         self.field = field
         self.column = column
         self.st = Structure(kinds)
+        #: "v1" / "v2" for a blob column (its pages hold descriptions: :mod:`..blob`)
+        self.blob = field.blob
         #: the type of the values in the pages (a dictionary leaf's value type)
         self.type = field.storage_type
+        if self.blob == "v1":
+            self.type = lblob.V1_DESCRIPTION
+        elif self.blob == "v2":
+            self.type = arrow_type_of("struct", field.children)
         #: the type the leaf is read as (its dictionary type for a dictionary leaf)
         self.out_type = field.arrow_type
         self.pages: list[_PageBase] | None = None
@@ -119,6 +127,8 @@ class FieldDecoder:
             _Leaf(leaf, first_column + i, kinds) for i, (leaf, kinds) in enumerate(_leaves_with_kinds(field, []))
         ]
         self._types: dict[int, pa.DataType] = {}
+        #: opens a blob v2 sidecar file by name (set by the FileReader)
+        self.open_sidecar: lblob.SidecarOpener | None = None
 
     # ------------------------------------------------------------------ pages
 
@@ -148,6 +158,13 @@ class FieldDecoder:
                 pages.append(FullZipPage(page, msg, leaf.st, leaf.type, where, leaf.out_type))
             elif kind == "all_null_layout":
                 pages.append(AllNullPage(page, msg, leaf.st, leaf.type, where, leaf.out_type))
+            elif kind == "blob_layout":
+                if leaf.blob != "v1":
+                    raise UnsupportedEncodingError(
+                        f"{where}: a blob page in a column that is not a blob column (no lance-encoding:blob "
+                        "metadata on large_binary) is not supported"
+                    )
+                pages.append(BlobPage(page, msg, leaf.st, where))  # type: ignore[arg-type]
             else:  # pragma: no cover - parse_page_layout rejects the rest
                 raise UnsupportedEncodingError(f"{where}: page layout {kind} is not supported")
         rows = [p.num_rows for p in pages]
@@ -293,14 +310,20 @@ class FieldDecoder:
             return joined(offsets, sizes)
         return _joined(io.read_ranges(list(zip(offsets.tolist(), sizes.tolist()))))
 
-    def take(self, rows) -> pa.Array:
+    def take(self, rows, blob_descriptions: bool = False) -> pa.Array:
         """The rows ``rows`` (sorted, distinct) of the field.  Every page
         involved is planned first, all byte ranges are fetched in one request,
-        and mini-block pages decode only the chunks holding the rows."""
+        and mini-block pages decode only the chunks holding the rows.
+
+        ``blob_descriptions``: a blob column's descriptions instead of its
+        bytes (nothing else is read)."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
             return pa.array([], type=self._type(self.field))
-        results = [self._assemble_leaf(leaf, self._take_pieces(leaf, rows), int(rows.size)) for leaf in self.leaves]
+        results = [
+            self._assemble_leaf(leaf, self._take_pieces(leaf, rows), int(rows.size), not blob_descriptions)
+            for leaf in self.leaves
+        ]
         infos = [(arr, layers, len(layers) - 1) for arr, layers in results]
         out = self._build(self.field, infos)
         if len(out) != rows.size:
@@ -309,7 +332,7 @@ class FieldDecoder:
             )
         return out
 
-    def _assemble_leaf(self, leaf: _Leaf, pieces: list[Piece], num_rows: int):
+    def _assemble_leaf(self, leaf: _Leaf, pieces: list[Piece], num_rows: int, resolve_blobs: bool = True):
         st = leaf.st
         if len(pieces) == 1:
             p = pieces[0]
@@ -340,7 +363,19 @@ class FieldDecoder:
             raise CorruptFileError(
                 self.path, f"column {leaf.column}: {len(values)} values for {layers[0].length} leaf slots"
             )
-        return with_validity(values, layers[0].validity), layers
+        values = with_validity(values, layers[0].validity)
+        if leaf.blob is not None and resolve_blobs:
+            values = self._blob_values(leaf, values)
+        return values, layers
+
+    def _blob_values(self, leaf: _Leaf, desc: pa.Array) -> pa.Array:
+        """The bytes a blob column's descriptions point at."""
+        name = leaf.field.name
+        if leaf.blob == "v1":
+            refs = lblob.refs_v1(desc, self.version, self.path, name)
+        else:
+            refs = lblob.refs_v2(desc, self.path, name)
+        return lblob.read_values(refs, self.reader.io, self.open_sidecar, self.path, name)
 
     # ------------------------------------------------------------------ assembly
 

@@ -134,10 +134,27 @@ def parse_page_layout(layout: pb.PageLayout, where: str):
                 f"{where}: page layout kind (PageLayout field {unknown[0]}) is not supported by this reader"
             )
         raise CorruptFileError(None, f"{where}: page has an empty PageLayout")
-    if kind == "blob_layout":
-        raise UnsupportedEncodingError(f"{where}: the blob page layout is not supported by this reader")
     msg = getattr(layout, kind)
     check_known(layout, where)
     if kind == "all_null_layout":
         return kind, parse_all_null(msg, f"{where}.all_null_layout")
+    if kind == "blob_layout":
+        # a blob column's descriptions, in an inner layout of their own, and the
+        # column's own rep/def layers (folded into the descriptions of nulls)
+        if not msg.HasField("inner_layout"):
+            raise CorruptFileError(None, f"{where}: blob layout without an inner layout")
+        inner_kind, inner = parse_page_layout(msg.inner_layout, f"{where}.blob_layout.inner_layout")
+        if inner_kind == "blob_layout":
+            raise CorruptFileError(None, f"{where}: a blob layout inside a blob layout")
+        return kind, BlobInfo(inner_kind, inner, check_layers(msg.layers, where))
     return kind, msg
+
+
+@dataclass
+class BlobInfo:
+    """BlobLayout, validated: the descriptions' page layout and the blob
+    column's own rep/def layers."""
+
+    inner_kind: str
+    inner: object
+    layers: list[int]

@@ -76,6 +76,19 @@ class Packed:
 
 
 @dataclass
+class VarPacked:
+    """Rows of a variable-width packed struct, unpacked into one block per
+    field (a null row's fields are zeros or empty)."""
+
+    fields: list
+    rows: int
+
+    @property
+    def n(self) -> int:
+        return self.rows
+
+
+@dataclass
 class ArrowValues:
     array: pa.Array
 
@@ -225,6 +238,13 @@ def to_arrow(v, t: pa.DataType) -> pa.Array:
         return pa.Array.from_buffers(t, v.n, [None, buf(offs), buf(v.data)])
     if isinstance(v, Packed):
         return _unpack_struct(v, t)
+    if isinstance(v, VarPacked):
+        if not pa.types.is_struct(t) or t.num_fields != len(v.fields):
+            raise UnsupportedEncodingError(
+                f"variable packed struct values of {len(v.fields)} fields found for a {t} column"
+            )
+        kids = [to_arrow(f, t.field(i).type) for i, f in enumerate(v.fields)]
+        return pa.StructArray.from_arrays(kids, fields=list(t))
     if isinstance(v, Fsl):
         if not pa.types.is_fixed_size_list(t):
             raise CorruptFileError(None, f"fixed-size-list values found for a {t} column")
@@ -259,7 +279,11 @@ def to_arrow(v, t: pa.DataType) -> pa.Array:
         need = v.n * v.bits // 8
         if v.data.size < need:
             raise CorruptFileError(None, f"value buffer holds {v.data.size} bytes, {need} needed")
-        return pa.Array.from_buffers(t, v.n, [None, buf(v.data[:need])])
+        data = v.data[:need]
+        if v.bits >= 16 and data.ctypes.data % (v.bits // 8):
+            # a view of the file at an odd address: Arrow (Acero) wants values on their own alignment
+            data = data.copy()
+        return pa.Array.from_buffers(t, v.n, [None, buf(data)])
     raise TypeError(f"unexpected decoded block {type(v).__name__}")
 
 

@@ -3,6 +3,7 @@
     python tests/bench/bench_commit.py [--commits 500] [--only native,sqlite,...]
     python tests/bench/bench_commit.py --local-only [--commits 200]
     python tests/bench/bench_commit.py --s3 [--commits 20] [--processes 7]
+    python tests/bench/bench_commit.py --txn-files [--commits 500]
 
 Tables go under ``tempfile``'s directory: set ``TMPDIR`` to a directory of
 the disk you mean to measure.  On the development machines /tmp itself made
@@ -17,6 +18,10 @@ the caller, rows checked exactly once).
 ``--s3``: requests per 1-row append counted at moto's server (held handle,
 fresh handle, new process; native and DynamoDB; pylance's ``s3://`` and
 ``s3+ddb://`` beside them) and a new process's open + append time.
+
+``--txn-files``: what the ``_transactions/*.txn`` file costs an append on
+local disk: one held native table, its appends alternating with and without
+the file (``commit.builder.TRANSACTION_FILES``), wall and CPU time medians.
 
 Every run measures, in the same process and run:
   pylance      lance.write_dataset(mode="append") on local disk
@@ -364,7 +369,11 @@ def main() -> None:
     ap.add_argument("--local-only", action="store_true", help="by path, held handle and concurrent processes only")
     ap.add_argument("--s3", action="store_true", help="requests per append and new-process time on moto S3 only")
     ap.add_argument("--processes", type=int, default=7, help="new processes per case (--s3)")
+    ap.add_argument("--txn-files", action="store_true", help="the transaction file's cost per append only")
     args = ap.parse_args()
+    if args.txn_files:
+        txn_file_cost(args.commits)
+        return
     if args.local_only:
         local_suite(args.commits)
         return
@@ -456,6 +465,44 @@ def local_suite(n: int) -> None:
                 f"({pe} retried errors), tessera {tw:.2f} s ({te} errors) -> {tw / pw:.2f}x"
             )
     finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def txn_file_cost(n: int) -> None:
+    """Appends to one held table on local disk, alternately with and without the
+    transaction file: both sides meet the same disk and the same table size."""
+    from tessera.catalog import Table
+    from tessera.commit import builder
+
+    work = tempfile.mkdtemp(prefix="tessera-bench-txn-")
+    wall: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    saved = builder.TRANSACTION_FILES
+    try:
+        t = Table.create(os.path.join(work, "t"), _row(-1))
+        for i in range(2 * n):
+            with_file = i % 2 == 0
+            builder.TRANSACTION_FILES = with_file
+            w0, c0 = time.perf_counter(), time.process_time()
+            t.append(_row(i))
+            wall[with_file].append(time.perf_counter() - w0)
+            cpu[with_file].append(time.process_time() - c0)
+        assert t.count_rows() == 2 * n + 1
+        files = len(os.listdir(os.path.join(work, "t", "_transactions")))
+        print(f"{n} appends each way, held native table, local disk; {files} transaction files written")
+        print(f"{'case':18} {'wall ms':>8} {'p90 ms':>8} {'cpu ms':>8}")
+        for with_file in (False, True):
+            name = "with .txn file" if with_file else "inline only"
+            xs = wall[with_file]
+            print(
+                f"{name:18} {statistics.median(xs) * 1e3:8.3f} {float(np.percentile(xs, 90)) * 1e3:8.3f} "
+                f"{statistics.median(cpu[with_file]) * 1e3:8.3f}"
+            )
+        dw = statistics.median(wall[True]) - statistics.median(wall[False])
+        dc = statistics.median(cpu[True]) - statistics.median(cpu[False])
+        print(f"the file costs {dw * 1e3:+.3f} ms wall, {dc * 1e3:+.3f} ms CPU per append (medians)")
+    finally:
+        builder.TRANSACTION_FILES = saved
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -4,10 +4,12 @@
                                      [--s3-latency-ms 10]
 
 Every run writes the same table with both writers (sorted by ``key``, int64
-plus float and string payload columns, ``--fragments`` fragments) and times,
-in the same process, medians of ``--repeat``:
+plus float and string payload columns: ``s`` of 1,000 distinct values, a
+dictionary column, and ``u`` of distinct values, plain or FSST-compressed;
+``--fragments`` fragments) and times, in the same process, medians of ``--repeat``:
   full         every column
   project2     two columns (key, f0)
+  strings      the two string columns (s, u): what UTF-8 validation costs
   filter1pct   key in a 1% range (all columns)
   unindexed1pct  f1 (random, no index) below its 1% quantile (all columns)
 pylance runs without an index and with its own ZONEMAP index on ``key``;
@@ -55,6 +57,7 @@ def make_data(rows: int) -> pa.Table:
             "f0": rng.random(rows),
             "f1": rng.integers(0, 1 << 40, rows),
             "s": pa.array(np.char.add("v", (key % 1000).astype(str))),
+            "u": pa.array(np.char.add("user-", rng.integers(0, 1 << 62, rows).astype(str))),
         }
     )
 
@@ -131,6 +134,7 @@ def run(where: str, args, data: pa.Table) -> list[tuple]:
         cases = [
             ("full", None, None),
             ("project2", ["key", "f0"], None),
+            ("strings", ["s", "u"], None),
             ("filter1pct", None, flt),
             ("unindexed1pct", None, f"f1 < {(1 << 40) // 100}"),  # scattered rows: no zone can skip
         ]

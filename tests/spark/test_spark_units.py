@@ -122,28 +122,46 @@ def test_spark_types_map_to_storable_arrow_types_or_a_typed_error():
 
 
 def test_append_columns_are_checked_before_any_task_runs():
-    table = pa.schema([("k", pa.int32()), ("st", pa.struct([("a", pa.int64())]))])
+    # pylance's rule in Spark's types: each column of the Spark type the table's reads as
+    table = pa.schema([pa.field("k", pa.int32(), False), ("st", pa.struct([("a", pa.int64())])), ("u", pa.uint8())])
     ok = T.StructType(
-        [T.StructField("st", T.StructType([T.StructField("a", T.IntegerType())])), T.StructField("k", T.LongType())]
+        [
+            T.StructField("st", T.StructType([T.StructField("a", T.LongType())])),
+            T.StructField("k", T.IntegerType()),
+            T.StructField("u", T.ShortType()),
+        ]
     )
     check_append_columns(ok, table)
-    with pytest.raises(SchemaMismatchError, match="column 'st'.*cannot be written"):
+    check_append_columns(T.StructType([T.StructField("k", T.IntegerType())]), table)  # nullable ones may be missing
+    with pytest.raises(SchemaMismatchError, match="column 'st' is string in the data, the table has struct"):
         check_append_columns(
-            T.StructType([T.StructField("st", T.StringType()), T.StructField("k", T.LongType())]), table
+            T.StructType([T.StructField("st", T.StringType()), T.StructField("k", T.IntegerType())]), table
         )
-    with pytest.raises(SchemaMismatchError, match=r"missing \['st'\]"):
-        check_append_columns(T.StructType([T.StructField("k", T.LongType())]), table)
+    with pytest.raises(SchemaMismatchError, match="column 'st.a' is int32 in the data, the table has int64"):
+        check_append_columns(
+            T.StructType(
+                [
+                    T.StructField("st", T.StructType([T.StructField("a", T.IntegerType())])),
+                    T.StructField("k", T.IntegerType()),
+                ]
+            ),
+            table,
+        )
+    with pytest.raises(SchemaMismatchError, match="column 'k' is int64 in the data, the table has int32.*k int"):
+        check_append_columns(T.StructType([T.StructField("k", T.LongType())]), table)  # no widening
+    with pytest.raises(SchemaMismatchError, match=r"missing \['k'\]"):
+        check_append_columns(T.StructType([T.StructField("u", T.ShortType())]), table)
 
 
-def test_conform_batch_orders_casts_and_checks_nullability():
-    table = pa.schema([pa.field("k", pa.int32(), False), ("v", pa.large_string())])
-    batch = pa.record_batch({"v": ["a", None], "k": pa.array([1, 2], pa.int64())})
+def test_conform_batch_orders_checks_nullability_and_fits_values():
+    table = pa.schema([pa.field("k", pa.int32(), False), ("v", pa.large_string()), ("u", pa.uint8())])
+    batch = pa.record_batch({"v": ["a", None], "u": pa.array([1, 255], pa.int16()), "k": pa.array([1, 2], pa.int32())})
     out = conform_batch(batch, table)
-    assert out.schema == table and out.column(0).to_pylist() == [1, 2]
+    assert out.schema == table and out.to_pylist() == [{"k": 1, "v": "a", "u": 1}, {"k": 2, "v": None, "u": 255}]
     with pytest.raises(SchemaMismatchError, match="not nullable"):
-        conform_batch(pa.record_batch({"v": ["a"], "k": pa.array([None], pa.int64())}), table)
-    with pytest.raises(SchemaMismatchError, match="int32"):
-        conform_batch(pa.record_batch({"v": ["a"], "k": pa.array([2**40], pa.int64())}), table)
+        conform_batch(pa.record_batch({"v": ["a"], "k": pa.array([None], pa.int32())}), table)
+    with pytest.raises(SchemaMismatchError, match="column 'u'.*uint8"):
+        conform_batch(pa.record_batch({"u": pa.array([300], pa.int16()), "k": pa.array([1], pa.int32())}), table)
 
 
 DATA = pa.table(

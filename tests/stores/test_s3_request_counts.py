@@ -142,26 +142,28 @@ except ConditionalWriteUnsupportedError as exc:
 
 ROWS = pa.table({"a": [1, 2]})
 
-#: a native append on a table already open: the data file, the lineage check
-#: (a ranged GET of the manifest read) and the conditional PUT of the manifest
-#: (the transaction travels inline in it: no _transactions/ file)
+#: a native append on a table already open: the data file, the transaction
+#: file (as pylance writes it, before the manifest), the lineage check (a
+#: ranged GET of the manifest read) and the conditional PUT of the manifest
 NATIVE_HELD = [
     ("PUT", "data"),
+    ("PUT", "_transactions"),
     ("GET", "_versions"),
     ("PUT", "_versions if-none-match"),
 ]
-#: opening first: a LIST of _versions/ and the latest manifest (pylance: 6 requests,
-#: the same plus a second LIST and a _transactions/ file)
+#: opening first: a LIST of _versions/ and the latest manifest (pylance: 6 requests
+#: too, with a second LIST where Tessera re-reads the manifest's tail)
 NATIVE_OPEN = [("GET", "LIST"), ("GET", "_versions"), *NATIVE_HELD]
 #: the probe a writer without a trusted verdict sends first
 PROBE = [("PUT", "_tessera if-none-match"), ("PUT", "_tessera if-none-match"), ("DELETE", "_tessera")]
 #: the same probe as moto sees it behind a proxy that strips the header
 STRIPPED_PROBE = [("PUT", "_tessera"), ("PUT", "_tessera"), ("DELETE", "_tessera")]
 
-#: through DynamoDB, on S3: data, the staged manifest, its create-only
-#: publication at the final name, the staged copy's deletion
+#: through DynamoDB, on S3: data, the transaction file, the staged manifest,
+#: its create-only publication at the final name, the staged copy's deletion
 DYNAMO_HELD_S3 = [
     ("PUT", "data"),
+    ("PUT", "_transactions"),
     ("PUT", "_versions"),
     ("PUT", "_versions if-none-match"),
     ("DELETE", "_versions"),
@@ -304,7 +306,7 @@ def test_a_recorded_verdict_is_dropped_when_the_store_says_it_cannot(moto_server
         with counting(moto_server) as log, pytest.raises(ConditionalWriteUnsupportedError, match="does not support"):
             t.append(ROWS)
         # trusted: no probe; the conditional PUT never reached moto
-        assert log.s3(bucket, "t") == [("PUT", "data"), ("GET", "_versions")]
+        assert log.s3(bucket, "t") == [("PUT", "data"), ("PUT", "_transactions"), ("GET", "_versions")]
         with counting(moto_server) as log, pytest.raises(ConditionalWriteUnsupportedError):
             t.append(ROWS)
         assert log.s3(bucket, "t")[1:] == [("DELETE", "_tessera")]  # probed again (the PUTs got 501)

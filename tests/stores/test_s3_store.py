@@ -514,10 +514,10 @@ def test_native_commit_refuses_a_store_that_ignores_the_condition(moto_server, b
     assert _keys(moto_server, bucket) == []  # nothing written at all
 
 
-def test_an_append_on_s3_is_three_requests(moto_server, bucket, monkeypatch):
-    """Data file, the lineage check (a ranged GET of the manifest the writer
-    read: is it still this table's?) and the conditional manifest PUT (the
-    transaction travels inline in it): a table that is already open commits
+def test_an_append_on_s3_is_four_requests(moto_server, bucket, monkeypatch):
+    """Data file, transaction file (as pylance writes it), the lineage check (a
+    ranged GET of the manifest the writer read: is it still this table's?) and
+    the conditional manifest PUT: a table that is already open commits
     without listing ``_versions/``, and writes no hint file (nothing reads it
     on S3).  tests/stores/test_s3_request_counts.py counts at the server."""
     import botocore.client
@@ -541,12 +541,13 @@ def test_an_append_on_s3_is_three_requests(moto_server, bucket, monkeypatch):
         ops
         == [
             ("PutObject", "data"),
+            ("PutObject", "_transactions"),
             ("GetObject", "_versions"),
             ("PutObject", "_versions"),
         ]
         * 2
     ), calls
-    assert calls[1][1].endswith(f"{2**64 - 1 - 1:020d}.manifest") and calls[1][2].startswith("bytes=-")
-    assert calls[2][1].endswith(f"{2**64 - 1 - 2:020d}.manifest")
+    assert calls[2][1].endswith(f"{2**64 - 1 - 1:020d}.manifest") and calls[2][2].startswith("bytes=-")
+    assert calls[3][1].endswith(f"{2**64 - 1 - 2:020d}.manifest")
     monkeypatch.undo()
     assert Table.open(uri, storage_options=opts).to_arrow().column("a").to_pylist() == [1, 2, 3, 4]

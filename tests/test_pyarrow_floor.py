@@ -1,0 +1,223 @@
+"""Tessera on the lowest pyarrow it declares (``pyarrow>=N`` in pyproject.toml).
+
+A second virtual environment, ``.venv-floor/`` (git-ignored, built by
+``tests/venvs.py`` on first use and reused while its key is unchanged: the
+floor, pyproject's dependencies and the test tools, Python, pip's
+constraints), holds pyarrow N.* and Tessera installed editable, so it runs
+the working tree's code.  In it:
+
+- :func:`test_no_module_uses_pyarrow_newer_than_the_floor`: every
+  ``pa.x`` / ``pc.x`` / ``pyarrow.dataset.x`` ... that Tessera's modules name
+  exists in the floor's pyarrow (format/arrow_compat.py, the one place
+  allowed to name newer features, is skipped);
+- :func:`test_tessera_tests_pass_on_the_floor_pyarrow`: a subset of Tessera's
+  own tests (``FLOOR_TESTS``: the file format, the catalog's core operations
+  with filters, delete, update and merge_insert, the commit protocol; not
+  Spark) runs in one pytest subprocess and must pass.
+
+With ``CI=true`` a venv that cannot be built fails the test; elsewhere it
+skips.  The install never compiles the C accelerator (``CC=/bin/false``: the
+optional extension is skipped): an editable install would rebuild
+``format/encodings/_fastlanes*.so`` in place under the feet of the tests that
+have it loaded; the floor venv uses the one the main install built.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tomllib
+
+import pytest
+from tessera_test_venvs import ROOT, ensure_venv, run_python  # loaded by tests/conftest.py
+
+pytestmark = pytest.mark.slow
+
+#: Tessera's tests run on the floor (paths under tests/); not Spark, not the interop suite
+#: (none of them needs pandas; about 2 minutes on two busy cores)
+FLOOR_TESTS = [
+    "tests/format",
+    "tests/catalog/test_catalog.py",
+    "tests/catalog/test_predicate.py",
+    "tests/catalog/test_table_bad_input.py",
+    "tests/catalog/test_merge_insert.py",
+    "tests/catalog/test_rowids.py",
+    "tests/catalog/test_zonemap_maintenance.py",
+    "tests/catalog/test_version_cleanup.py",
+    "tests/commit/test_conflicts.py",
+    "tests/commit/test_cleanup.py",
+]
+#: tests of the subset left out: they fail for reasons of their own, on every pyarrow
+FLOOR_DESELECT = [
+    # Tessera and pylance 14 choose differently for some tiny pages (lengths=[2], float64, 2.1)
+    "tests/format/test_rle_write.py::test_rle_property",
+]
+#: the dev tools the subset needs, with the versions pyproject's ``dev`` extra asks for
+#: (no pandas: Tessera does not depend on it, and the floor run catches a pyarrow call that imports it)
+TEST_TOOLS = ("pytest", "hypothesis", "pylance", "lancedb", "lance-namespace", "moto", "psycopg", "pymysql")
+#: the packages whose modules Tessera's library code imports pyarrow in
+PACKAGES = ("tessera", "catalog", "commit", "format", "stores", "migrations")
+#: the module allowed to name pyarrow features newer than the floor (behind feature detection)
+COMPAT = "format/arrow_compat.py"
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0].lower()
+
+
+def _pyproject() -> dict:
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)
+
+
+def floor_version() -> str:
+    """N of pyproject's ``pyarrow>=N``."""
+    deps = _pyproject()["project"]["dependencies"]
+    (spec,) = [d for d in deps if _name(d) == "pyarrow"]
+    m = re.search(r">=\s*([0-9][0-9.]*)", spec)
+    assert m, f"pyproject.toml declares pyarrow as {spec!r}: no floor (>=N) to test"
+    return m.group(1)
+
+
+def floor_requirements() -> list[str]:
+    """The floor venv's pip requirements: pyarrow N.*, pyproject's other
+    dependencies, the test tools, and the project itself (editable)."""
+    project = _pyproject()["project"]
+    deps = [d for d in project["dependencies"] if _name(d) != "pyarrow"]
+    tools = [d for d in project["optional-dependencies"]["dev"] if _name(d) in TEST_TOOLS]
+    return [f"pyarrow=={floor_version()}.*", *deps, *tools, "-e", ROOT]
+
+
+@pytest.fixture(scope="module")
+def floor_python() -> str:
+    """The floor venv's Python (built on first use)."""
+    old = os.environ.get("CC")
+    os.environ["CC"] = "/bin/false"  # never rebuild the accelerator in the working tree
+    try:
+        python = ensure_venv("floor", floor_requirements(), timeout=1200)
+    finally:
+        if old is None:
+            os.environ.pop("CC", None)
+        else:
+            os.environ["CC"] = old
+    got = run_python(python, "-c", "import pyarrow; print(pyarrow.__version__)", text=True)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip().split(".")[0] == floor_version().split(".")[0], got.stdout
+    return python
+
+
+# Run by the floor's Python: which attributes that Tessera's modules name does its pyarrow lack?
+_SCAN = r"""
+import ast, importlib, json, os, sys
+
+root, packages, skip = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
+
+
+def chain(node):
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return node.id, names[::-1]
+    return None, []
+
+
+def resolve(module, names):
+    try:
+        obj = importlib.import_module(module)
+    except ImportError:
+        return False
+    for n in names:
+        if hasattr(obj, n):
+            obj = getattr(obj, n)
+        else:
+            try:
+                obj = importlib.import_module(module + "." + n)  # a submodule not imported yet
+            except ImportError:
+                return False
+        module = module + "." + n
+    return True
+
+
+missing = []
+files = [os.path.join(root, "pyspark_tessera.py")]
+for package in packages:
+    for dirpath, _, names in os.walk(os.path.join(root, package)):
+        files += [os.path.join(dirpath, n) for n in names if n.endswith(".py") and "protos" not in dirpath]
+for path in sorted(files):
+    rel = os.path.relpath(path, root)
+    if rel == skip or not os.path.exists(path):
+        continue
+    tree = ast.parse(open(path, encoding="utf-8").read(), rel)
+    alias = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "pyarrow" or a.name.startswith("pyarrow."):
+                    alias[a.asname or a.name.split(".")[0]] = a.name if a.asname else "pyarrow"
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "pyarrow":
+            for a in node.names:
+                if not resolve(node.module, [a.name]):
+                    missing.append(f"{rel}:{node.lineno}: from {node.module} import {a.name}")
+                alias[a.asname or a.name] = node.module + "." + a.name
+    seen = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        base, names = chain(node)
+        if base not in alias or not names:
+            continue
+        key = (base, tuple(names))
+        if key in seen:
+            continue
+        seen.add(key)
+        target = alias[base]
+        module, rest = target, []
+        while module and module not in sys.modules:
+            try:
+                importlib.import_module(module)
+                break
+            except ImportError:
+                module, _, last = module.rpartition(".")
+                rest.insert(0, last)
+        if not resolve(module, rest + names):
+            missing.append(f"{rel}:{node.lineno}: {base}.{'.'.join(names)}")
+print(json.dumps(sorted(set(missing))))
+"""
+
+
+def test_no_module_uses_pyarrow_newer_than_the_floor(floor_python):
+    import json
+
+    got = run_python(floor_python, "-c", _SCAN, ROOT, ",".join(PACKAGES), COMPAT, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr[-4000:]
+    missing = json.loads(got.stdout.strip().splitlines()[-1])
+    assert not missing, (
+        f"pyarrow {floor_version()} (the declared floor) lacks what these lines use; "
+        f"go through {COMPAT} (feature detection) or raise the floor:\n" + "\n".join(missing)
+    )
+
+
+def test_tessera_tests_pass_on_the_floor_pyarrow(floor_python):
+    args = [
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        # the main suite's addopts may name plugins the floor venv lacks (pytest-xdist's -n):
+        # this run is one process with the options it needs
+        "-o",
+        "addopts=",
+        "--import-mode=importlib",
+        "-ra",
+        *FLOOR_TESTS,
+        *(f"--deselect={t}" for t in FLOOR_DESELECT),
+    ]
+    got = run_python(floor_python, *args, text=True, cwd=ROOT, timeout=1500)
+    tail = (got.stdout[-6000:] + got.stderr[-2000:]).strip()
+    assert got.returncode == 0, f"Tessera's tests fail on pyarrow {floor_version()} ({floor_python}):\n{tail}"
+    assert re.search(r"\b\d+ passed\b", got.stdout), tail
+    sys.stdout.write(tail.splitlines()[-1] + "\n")

@@ -1,0 +1,184 @@
+"""Second virtual environments for tests that need other versions of packages
+than the main venv holds (an older pylance, the lowest pyarrow Tessera
+declares, ...).
+
+``ensure_venv(name, requirements)`` returns the path of a Python interpreter
+whose environment has exactly ``requirements`` installed (pip requirement
+strings, e.g. ``["pylance==13.0.*", "lance-namespace<0.12"]``).  The
+environment lives under the repository root as ``.venv-<name>/`` (git-ignored)
+and is reused while its key — a hash of the requirements, this Python's
+version and pip's constraints file — is unchanged; a changed key rebuilds it.
+Building holds a file lock (``.venv-<name>.lock``), so two pytest-xdist
+workers (or two sessions) asking at once build it once.  Packages come from
+the machine's package index as pip is configured (``pip config list``; its
+global constraints, ``/etc/xdg/pip/constraints.txt`` here, apply too).
+
+A build that fails fails the calling test with ``CI=true`` and skips it
+elsewhere (:func:`ensure_venv`); :func:`build_venv` raises :class:`VenvError`
+instead, for callers outside a test.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: pip's global constraints on this machine (they change what an install resolves to)
+CONSTRAINTS = ("/etc/xdg/pip/constraints.txt", "/etc/pip/constraints.txt")
+_MARKER = ".tessera-venv.json"
+
+
+class VenvError(RuntimeError):
+    """A second virtual environment could not be built."""
+
+
+def venv_dir(name: str, root: str | None = None) -> str:
+    """Where the environment ``name`` lives: ``<repository>/.venv-<name>``
+    (or under ``root``)."""
+    if not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise ValueError(f"a venv name is letters, digits, '-', '_' or '.', got {name!r}")
+    return os.path.join(root or ROOT, f".venv-{name}")
+
+
+def venv_key(requirements: Sequence[str], python: str | None = None) -> str:
+    """The hash that decides whether an existing environment can be reused."""
+    parts = {
+        "requirements": sorted(r.strip() for r in requirements),
+        "python": sys.version if python is None else os.path.realpath(python),
+        "base_prefix": sys.base_prefix,
+        "constraints": [_read(path) for path in CONSTRAINTS],
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _clean_env() -> dict[str, str]:
+    """This process's environment without the main venv's traces."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+
+
+def _python(path: str) -> str:
+    return os.path.join(path, "bin", "python")
+
+
+@contextmanager
+def _locked(path: str, timeout: float) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created if missing), waited for at most ``timeout`` s."""
+    with open(path, "a+") as f:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise VenvError(
+                        f"another process has been building {path[: -len('.lock')]} for {timeout:.0f} s"
+                    ) from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _ready(path: str, key: str) -> bool:
+    try:
+        with open(os.path.join(path, _MARKER), encoding="utf-8") as f:
+            return json.load(f).get("key") == key and os.path.exists(_python(path))
+    except (OSError, ValueError):
+        return False
+
+
+def build_venv(
+    name: str,
+    requirements: Sequence[str],
+    *,
+    timeout: float = 1200,
+    root: str | None = None,
+    python: str | None = None,
+) -> str:
+    """The environment ``name`` with ``requirements``, built if it is missing or
+    stale; the path of its Python.  Raises :class:`VenvError` on failure.
+    ``root``: where to keep it instead of the repository root; ``python``: the
+    interpreter to build it from (default: this one's)."""
+    path = venv_dir(name, root)
+    key = venv_key(requirements, python)
+    if _ready(path, key):
+        return _python(path)
+    with _locked(path + ".lock", timeout):
+        if _ready(path, key):  # built by whoever held the lock before us
+            return _python(path)
+        shutil.rmtree(path, ignore_errors=True)
+        steps = [[python or sys.executable, "-m", "venv", path, *([] if requirements else ["--without-pip"])]]
+        if requirements:
+            steps.append(
+                [
+                    _python(path),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--no-input",
+                    "--disable-pip-version-check",
+                    *requirements,
+                ]
+            )
+        started = time.monotonic()
+        for cmd in steps:
+            left = timeout - (time.monotonic() - started)
+            try:
+                out = subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=max(left, 1), cwd=ROOT, env=_clean_env()
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                shutil.rmtree(path, ignore_errors=True)
+                raise VenvError(f"building {path}: {' '.join(cmd[:4])} ...: {exc}") from exc
+            if out.returncode != 0:
+                shutil.rmtree(path, ignore_errors=True)
+                output = out.stdout[-2000:] + out.stderr[-4000:]
+                raise VenvError(f"building {path}: {' '.join(cmd)} exited {out.returncode}:\n{output}")
+        with open(os.path.join(path, _MARKER), "w", encoding="utf-8") as f:
+            json.dump({"key": key, "requirements": list(requirements), "python": sys.version, "built": time.time()}, f)
+        return _python(path)
+
+
+def ensure_venv(name: str, requirements: Sequence[str], **kw) -> str:
+    """:func:`build_venv` (same arguments) for a test: a failure fails the test
+    with ``CI=true`` and skips it elsewhere."""
+    import pytest
+
+    try:
+        return build_venv(name, requirements, **kw)
+    except VenvError as exc:
+        if IN_CI:
+            pytest.fail(f"{exc}\n(CI=true: the second virtual environment must build)")
+        pytest.skip(str(exc))
+
+
+def run_python(python: str, *args: str, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    """``python args...`` with an environment free of the main venv's traces
+    (``PYTHONPATH``, ``VIRTUAL_ENV``), so the second venv imports only its own packages."""
+    env = _clean_env()
+    env.update(kw.pop("env", None) or {})
+    return subprocess.run([python, *args], capture_output=True, timeout=timeout, env=env, **kw)
+
+
+__all__ = ["VenvError", "build_venv", "ensure_venv", "run_python", "venv_dir", "venv_key"]
