@@ -2,6 +2,7 @@
 
     python tests/bench/bench_scan.py [--rows 10000000] [--fragments 20] [--repeat 3] [--only local,s3]
                                      [--s3-latency-ms 10]
+    python tests/bench/bench_scan.py --utf8 [--rows 4000000] [--repeat 7]
 
 Every run writes the same table with both writers (sorted by ``key``, int64
 plus float and string payload columns: ``s`` of 1,000 distinct values, a
@@ -12,6 +13,9 @@ dictionary column, and ``u`` of distinct values, plain or FSST-compressed;
   strings      the two string columns (s, u): what UTF-8 validation costs
   filter1pct   key in a 1% range (all columns)
   unindexed1pct  f1 (random, no index) below its 1% quantile (all columns)
+``--utf8``: what UTF-8 validation of string pages costs, local disk only:
+the same scans (``strings``, ``full``) by Tessera with the check and with it
+switched off, alternating, wall and CPU time medians.
 pylance runs without an index and with its own ZONEMAP index on ``key``;
 Tessera's table carries a ZONEMAP index on ``key`` that Tessera built
 (``Table.create_index``).  Tessera keeps the parsed tails of data files it
@@ -188,9 +192,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="local,s3")
     ap.add_argument("--s3-latency-ms", type=float, default=10.0)
+    ap.add_argument("--utf8", action="store_true", help="the cost of UTF-8 validation only")
     args = ap.parse_args()
     sys.path.insert(0, _ROOT)
     data = make_data(args.rows)
+    if args.utf8:
+        utf8_cost(args, data)
+        return
     results = []
     for where in args.only.split(","):
         results += run(where, args, data)
@@ -207,6 +215,46 @@ def main() -> None:
             f"{ct / zt:>12.2f}x "
             f"{nbytes / 1e6:>8.1f} {frags:>5} {g!s:>5} {gmax!s:>9} {pg!s:>7} {zg!s:>10}"
         )
+
+
+def utf8_cost(args, data: pa.Table) -> None:
+    """Tessera's scans with and without the UTF-8 check of string data, alternating
+    in one process (the check switched off by replacing format.utf8's entry points)."""
+    from tessera.catalog import Table
+    from tessera.format import utf8
+
+    checks = (utf8.check_chunks, utf8.check_array)
+    work = tempfile.mkdtemp(prefix="bench-utf8-")
+    try:
+        uri = os.path.join(work, "t")
+        Table.create(uri, data, max_rows_per_file=-(-data.num_rows // args.fragments))
+        print(f"{data.num_rows:,} rows, {args.fragments} fragments, local disk; medians of {args.repeat}")
+        print(
+            f"{'case':<9} {'checked s':>9} {'cpu s':>7} {'unchecked s':>11} {'cpu s':>7} {'wall +%':>7} {'cpu +%':>7}"
+        )
+        for name, cols in (("strings", ["s", "u"]), ("full", None)):
+            times: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+            Table.open(uri).scanner(columns=cols).to_table()  # warm: parsed tails, page cache
+            for i in range(2 * args.repeat):
+                checked = i % 2 == 0
+                if not checked:
+                    utf8.check_chunks = utf8.check_array = lambda *a, **k: None  # type: ignore[assignment]
+                try:
+                    w0, c0 = time.perf_counter(), time.process_time()
+                    n = Table.open(uri).scanner(columns=cols).to_table().num_rows
+                    times[checked].append((time.perf_counter() - w0, time.process_time() - c0))
+                finally:
+                    utf8.check_chunks, utf8.check_array = checks
+                assert n == data.num_rows
+            (cw, cc), (uw, uc) = (
+                tuple(statistics.median(x[k] for x in times[c]) for k in (0, 1)) for c in (True, False)
+            )
+            print(
+                f"{name:<9} {cw:>9.3f} {cc:>7.3f} {uw:>11.3f} {uc:>7.3f} "
+                f"{(cw / uw - 1) * 100:>6.1f}% {(cc / uc - 1) * 100:>6.1f}%"
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
