@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import statistics
 import sys
@@ -480,8 +481,10 @@ def txn_file_cost(n: int) -> None:
     saved = builder.TRANSACTION_FILES
     try:
         t = Table.create(os.path.join(work, "t"), _row(-1))
-        for i in range(2 * n):
-            with_file = i % 2 == 0
+        # each pair in a random order: a fixed alternation can phase-lock with the
+        # garbage collector's periodic collections and hand them all to one side
+        order = [side for _ in range(n) for side in random.sample((True, False), 2)]
+        for i, with_file in enumerate(order):
             builder.TRANSACTION_FILES = with_file
             w0, c0 = time.perf_counter(), time.process_time()
             t.append(_row(i))
