@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from tessera.stores.object_store import open_object_store
+from tessera.stores.registry import open_object_store
 
 from .errors import (
     CatalogConfigError,
@@ -43,7 +43,7 @@ from .models import NamespaceRow, TableRow
 from .table import Table
 
 if TYPE_CHECKING:
-    from tessera.commit.retry import RetryPolicy
+    from tessera.commit import RetryPolicy
     from tessera.stores.sql_store import SqlManifestStore
 
     from .table import Data
@@ -243,7 +243,7 @@ class Catalog:
         ``commit.retry.read-back-seconds`` bound the commits of every table
         this catalog opens.  ``create=False`` opens an existing catalog
         only: no database file, schema or migration is created (NoCatalogError)."""
-        from tessera.commit.retry import RetryPolicy
+        from tessera.commit import RetryPolicy
         from tessera.stores.sql_migrate import upgrade
 
         if retry is not None and not isinstance(retry, RetryPolicy):
@@ -556,7 +556,8 @@ class Catalog:
                 obj.delete(path)
             cs = self._commit_store_for(store)
             if cs is not None:
-                from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
+                from tessera.stores.registry import open_manifest_store
+                from tessera.stores.uri import normalize_table_uri
 
                 ms = open_manifest_store(cs) if isinstance(cs, str) else cs
                 ms.delete_table(normalize_table_uri(uri))

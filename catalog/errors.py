@@ -30,7 +30,7 @@ from tessera.format.errors import (  # noqa: F401
     UnsupportedEncodingError,
     UnsupportedTypeError,
 )
-from tessera.format.manifest import MixedNamingError, UnknownFeatureFlagError  # noqa: F401
+from tessera.format.table.manifest import MixedNamingError, UnknownFeatureFlagError  # noqa: F401
 from tessera.stores.errors import (  # noqa: F401
     AmbiguousStoreError,
     ConditionalWriteUnsupportedError,

@@ -20,18 +20,15 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from tessera.commit import store as tstore
-from tessera.commit.builder import build_index_section, build_manifest
+from tessera.commit import ExternalCommitHandler, TableVersion, commit_many, list_versions, stage_version
 from tessera.commit.errors import PartialTransactionError
-from tessera.commit.handlers import ExternalCommitHandler
-from tessera.commit.multi import TableVersion, commit_many
-from tessera.format import manifest as mf
 from tessera.format.protos import transaction_pb2
+from tessera.format.table import manifest as mf
 
 from .errors import TransactionError
 
 if TYPE_CHECKING:
-    from tessera.commit.retry import RetryPolicy
+    from tessera.commit import RetryPolicy
     from tessera.stores.sql_store import SqlManifestStore, SqlSnapshot
 
     from .catalog import Catalog, Ident
@@ -67,19 +64,9 @@ class _Staging:
         if entry is None:
             entry = self._by_table[id(table)] = _Staged(table)
             self.entries.append(entry)
-        version = base.version + 1
-        table._handler.bind(base.manifest, table.uri)
-        manifest = build_manifest(
-            base.manifest,
-            txn,
-            version,
-            restore_from=restore_from.manifest if restore_from else None,
-            identity=table._handler.config(),
-        )
-        index = build_index_section(txn, base.index_section, restore_from, version=base.version, manifest=manifest)
-        data = mf.write_manifest(manifest, txn, index)
-        entry.versions.append((version, data, txn))
-        return mf.ManifestFile(manifest, txn, index, base.naming)
+        mfile, data = stage_version(table.snapshot.handler, table.uri, txn, base, restore_from=restore_from)
+        entry.versions.append((mfile.version, data, txn))
+        return mfile
 
 
 class CatalogTransaction:
@@ -130,7 +117,7 @@ class CatalogTransaction:
 
     def _snapshot_version(self, ms: SqlManifestStore, uri: str) -> int:
         """The latest version of ``uri`` as of this transaction's snapshot."""
-        from tessera.stores.manifest_store import normalize_table_uri
+        from tessera.stores.uri import normalize_table_uri
 
         if self._snapshot_conn is None:
             self._snapshot_conn = ms.snapshot()
@@ -163,9 +150,7 @@ class CatalogTransaction:
 
     def _maintain_indices(self) -> None:
         """Zone maps over the fragments the transaction added, one commit per table
-        after the transaction's (catalog/indexes.py); a failure leaves them unindexed."""
-        from .indexes import maintain
-
+        after the transaction's (catalog/table/indexes.py); a failure leaves them unindexed."""
         for e in self._staging.entries:
             if e.versions:
                 try:
@@ -173,7 +158,7 @@ class CatalogTransaction:
                 except Exception as exc:  # noqa: BLE001 - the transaction stands; the next write catches up
                     log.warning("%s: zone maps not updated after the transaction (%s)", e.table.uri, exc)
                     continue
-                maintain(e.table)
+                e.table._maintain_indices()
 
     def commit(self) -> None:
         """Commit every staged version of every table at once (``commit.multi``)."""
@@ -184,12 +169,13 @@ class CatalogTransaction:
         versions = []
         for e in entries:
             t = e.table
-            handler = t._handler
+            snap = t.snapshot
+            handler = snap.handler
             if not isinstance(handler, ExternalCommitHandler):  # load_table admits catalog-store tables only
                 raise TransactionError(f"{t.uri} is not coordinated by the catalog's SQL store")
-            scheme = t._mfile.naming or tstore.list_versions(t.store)[1] or mf.NamingScheme.V2
+            scheme = snap.mfile.naming or list_versions(snap.store)[1] or mf.NamingScheme.V2
             for version, data, txn in e.versions:
-                versions.append(TableVersion(t.uri, t.store, handler, version, data, txn, scheme))
+                versions.append(TableVersion(snap.uri, snap.store, handler, version, data, txn, scheme))
         try:
             commit_many(self.catalog.manifest_store, versions, self._policy())
         except PartialTransactionError:
@@ -199,4 +185,4 @@ class CatalogTransaction:
 
     def _policy(self) -> RetryPolicy:
         tables = [e.table for e in self._staging.entries]
-        return tables[0]._handler.policy if tables else self.catalog.retry
+        return tables[0].snapshot.handler.policy if tables else self.catalog.retry

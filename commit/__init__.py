@@ -1,2 +1,116 @@
-"""The commit coordinator: transactions -> manifests, commit handlers,
-conflict checks and retries."""
+"""The commit protocol's public face: everything above commit/ imports from here.
+
+* a table's coordinator: :func:`open_handler` (native, or an external
+  manifest store by URL through the process's :func:`shared_manifest_store`),
+  or a :class:`NamespaceCommitHandler` through a Lance Namespace;
+* a commit: :func:`commit_operation` (build, commit, re-run on conflicts)
+  over :func:`commit_transaction` (build the manifest, win the version,
+  rebase), bounded by one :class:`RetryPolicy`; :func:`commit_many` for
+  several tables at once;
+* managed versioning's server half: :func:`accept_staged` (a manifest a
+  writer staged becomes a version) and :func:`describe_version`;
+* reading versions (:func:`list_versions`, :func:`load_manifest`), clean-up,
+  and the errors (:mod:`commit.errors`).
+
+Inside: ``handlers/`` (the coordinators), ``operation`` (the rebase loop),
+``builder`` (transaction -> manifest), ``conflicts``, ``multi``, ``managed``,
+``cleanup/``, ``retry``, ``lineage``, ``store``, ``txn_files``, ``faults``.
+"""
+
+from .builder import fragment_live_rows
+from .cleanup import (
+    DEFAULT_ORPHAN_AGE,
+    CleanupReport,
+    Progress,
+    VersionCleanupReport,
+    cleanup_old_versions,
+    expand_dirs,
+    referenced_paths,
+    remove_orphans,
+)
+from .errors import (
+    BaseVersionGoneError,
+    CommitConflictError,
+    CommitError,
+    CommitOutcomeUnknownError,
+    CoordinatorMismatchError,
+    IncompatibleTransactionError,
+    IndexReplacedError,
+    NamespaceError,
+    PartialTransactionError,
+    StagedManifestError,
+    StoreIdentityMismatchError,
+    TableNotFoundError,
+    TooMuchContentionError,
+    UnrecoverableCommitError,
+    VersionNotFoundError,
+    VersionTakenError,
+)
+from .handlers import (
+    CommitHandler,
+    ExternalCommitHandler,
+    NamespaceCommitHandler,
+    NativeCommitHandler,
+    VersionEntry,
+    call_namespace,
+    connect_namespace,
+    open_handler,
+    root_relative,
+    shared_manifest_store,
+)
+from .managed import accept_staged, describe_version, is_staged_manifest
+from .multi import TableVersion, commit_many, stage_version
+from .operation import commit_operation, commit_transaction, new_transaction
+from .retry import InvalidRetryPolicyError, RetryPolicy
+from .store import list_versions, load_manifest
+
+__all__ = [
+    "DEFAULT_ORPHAN_AGE",
+    "BaseVersionGoneError",
+    "CleanupReport",
+    "CommitConflictError",
+    "CommitError",
+    "CommitHandler",
+    "CommitOutcomeUnknownError",
+    "CoordinatorMismatchError",
+    "ExternalCommitHandler",
+    "IncompatibleTransactionError",
+    "IndexReplacedError",
+    "InvalidRetryPolicyError",
+    "NamespaceCommitHandler",
+    "NamespaceError",
+    "NativeCommitHandler",
+    "PartialTransactionError",
+    "Progress",
+    "RetryPolicy",
+    "StagedManifestError",
+    "StoreIdentityMismatchError",
+    "TableNotFoundError",
+    "TableVersion",
+    "TooMuchContentionError",
+    "UnrecoverableCommitError",
+    "VersionCleanupReport",
+    "VersionEntry",
+    "VersionNotFoundError",
+    "VersionTakenError",
+    "accept_staged",
+    "call_namespace",
+    "cleanup_old_versions",
+    "commit_many",
+    "commit_operation",
+    "commit_transaction",
+    "connect_namespace",
+    "describe_version",
+    "expand_dirs",
+    "fragment_live_rows",
+    "is_staged_manifest",
+    "list_versions",
+    "load_manifest",
+    "new_transaction",
+    "open_handler",
+    "referenced_paths",
+    "remove_orphans",
+    "root_relative",
+    "shared_manifest_store",
+    "stage_version",
+]

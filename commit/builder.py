@@ -1,6 +1,7 @@
 """Build the next manifest from the previous one plus a transaction.
 
-Fragment ids arrive as 0 in Append, Overwrite and Update transactions and are
+:func:`build_version` is the one entry: the manifest file a transaction
+makes on its base, as bytes.  Fragment ids arrive as 0 in Append, Overwrite and Update transactions and are
 assigned here, after ``max_fragment_id``.  With stable row ids, new fragments get
 fresh row-id ranges from ``next_row_id``, except the rows an Update moved, which
 keep their ids (see :meth:`_Assigner.updated`); the row versions a fragment
@@ -12,8 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from tessera.format import manifest as mf
 from tessera.format.protos import rowids_pb2, table_pb2, transaction_pb2
+from tessera.format.table import manifest as mf
 
 from .errors import CommitError, IndexReplacedError
 
@@ -67,7 +68,7 @@ class _Assigner:
                 g.inline_row_ids = row_id_range(self.next_row_id, self.next_row_id + g.physical_rows)
                 self.next_row_id += g.physical_rows
                 # rows created (and last updated) by this version, as pylance records them
-                from tessera.format.rowids import constant_versions
+                from tessera.format.table.rowids import constant_versions
 
                 seq = constant_versions(g.physical_rows, self.version)
                 if g.WhichOneof("created_at_version_sequence") is None:
@@ -224,6 +225,35 @@ def build_manifest(
     return m
 
 
+def build_version(
+    base: mf.ManifestFile | None,
+    txn: transaction_pb2.Transaction,
+    identity: dict[str, str],
+    *,
+    data_format: str | None = None,
+    restore_from: mf.ManifestFile | None = None,
+    stable_row_ids: bool | None = None,
+) -> tuple[mf.ManifestFile, bytes]:
+    """The manifest file ``txn`` makes as the version after ``base`` (version 1
+    on None), and its bytes: :func:`build_manifest` and
+    :func:`build_index_section` (``identity``: the commit handler's config)."""
+    read = base.version if base is not None else 0
+    manifest = build_manifest(
+        base.manifest if base is not None else None,
+        txn,
+        read + 1,
+        data_format=data_format,
+        restore_from=restore_from.manifest if restore_from is not None else None,
+        stable_row_ids=stable_row_ids,
+        identity=identity,
+    )
+    index = build_index_section(
+        txn, base.index_section if base is not None else None, restore_from, version=read, manifest=manifest
+    )
+    data = mf.write_manifest(manifest, txn, index)
+    return mf.ManifestFile(manifest, txn, index, base.naming if base is not None else None), data
+
+
 def _replace(m: table_pb2.Manifest, updated: Iterable[table_pb2.DataFragment], removed: Iterable[int]) -> None:
     by_id = {f.id: f for f in updated}
     gone = set(removed)
@@ -369,3 +399,21 @@ def build_index_section(
     kept = [m for m in section.indices if bytes(m.uuid.uuid) not in gone]
     out = table_pb2.IndexSection(indices=[*kept, *txn.create_index.new_indices])
     return out.SerializeToString() if out.indices else None
+
+
+#: the most rows a fragment can hold (row offsets are 32-bit in row addresses)
+MAX_FRAGMENT_ROWS = 2**32
+
+
+def fragment_live_rows(f: table_pb2.DataFragment) -> int:
+    """Rows of ``f`` not deleted; CorruptFileError when the manifest's counts
+    cannot be true (more deleted than physical rows, or more rows than a
+    fragment can address)."""
+    deleted = f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0
+    if f.physical_rows > MAX_FRAGMENT_ROWS or deleted > f.physical_rows:
+        from tessera.format.errors import CorruptFileError
+
+        raise CorruptFileError(
+            None, f"fragment {f.id} has physical_rows={f.physical_rows} and {deleted} deleted rows in the manifest"
+        )
+    return f.physical_rows - deleted

@@ -15,8 +15,8 @@ from enum import Enum
 
 import numpy as np
 
-from tessera.format import deletion as ldeletion
 from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.format.table import deletion as ldeletion
 from tessera.format.table import paths
 from tessera.stores.object_store import ObjectStore
 

@@ -103,3 +103,18 @@ class PartialTransactionError(CommitError):
 class NamespaceError(CommitError):
     """A Lance Namespace (a table reached through one) refused or failed a
     request: unreachable, unauthenticated, or an error of its own."""
+
+
+class StagedManifestError(CommitError, ValueError):
+    """A request to make a staged manifest a version (managed versioning)
+    that cannot be honoured: a bad version or naming scheme, a path that is
+    no staged manifest of that version, or a manifest that is not one."""
+
+
+class VersionTakenError(CommitConflictError):
+    """The version a staged manifest asks for is another writer's, or is not
+    the table's next one (managed versioning)."""
+
+    def __init__(self, version: int, message: str) -> None:
+        self.version = version
+        CommitError.__init__(self, message)

@@ -22,8 +22,8 @@ manifest at a final name is.
 
 from __future__ import annotations
 
-from tessera.format import manifest as mf
 from tessera.format.errors import FormatError
+from tessera.format.table import manifest as mf
 from tessera.stores.errors import ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore
 

@@ -28,8 +28,8 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from tessera.format import manifest as mf
 from tessera.format.protos import transaction_pb2
+from tessera.format.table import manifest as mf
 from tessera.format.table import paths
 from tessera.stores.errors import (
     AmbiguousStoreError,
@@ -42,8 +42,10 @@ from tessera.stores.object_store import ObjectStore
 
 from . import faults
 from . import store as tstore
+from .builder import build_version
 from .errors import CommitConflictError, CommitOutcomeUnknownError, PartialTransactionError
-from .handlers import ExternalCommitHandler
+from .handlers.base import CommitHandler
+from .handlers.external import ExternalCommitHandler
 from .retry import DEFAULT_POLICY, RetryPolicy
 from .txn_files import inline_transaction_bytes, write_transaction_file
 
@@ -70,6 +72,21 @@ class TableVersion:
     data: bytes  # the manifest file
     txn: transaction_pb2.Transaction
     scheme: mf.NamingScheme
+
+
+def stage_version(
+    handler: CommitHandler,
+    uri: str,
+    txn: transaction_pb2.Transaction,
+    base: mf.ManifestFile,
+    *,
+    restore_from: mf.ManifestFile | None = None,
+) -> tuple[mf.ManifestFile, bytes]:
+    """The manifest file ``txn`` makes as the version after ``base`` of the
+    table at ``uri``, and its bytes, to commit later with :func:`commit_many`
+    (the handler is bound to ``base``'s identity first, as a commit binds it)."""
+    handler.bind(base.manifest, uri)
+    return build_version(base, txn, handler.config(), restore_from=restore_from)
 
 
 def commit_many(ms: MultiTableStore, versions: list[TableVersion], policy: RetryPolicy | None = None) -> None:

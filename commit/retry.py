@@ -3,10 +3,10 @@
 Three kinds of waiting share it:
 
 * **version taken** - another writer won the version we tried: rebase on it
-  and try the next one (:func:`commit.committer.commit_transaction`);
+  and try the next one (:func:`commit.operation.commit_transaction`);
 * **operation re-run** - a concurrent commit forces the operation itself to be
   rebuilt on the latest version (a delete whose rows were rewritten, ...):
-  :func:`commit.committer.commit_operation`, used by ``Table``, the catalog's
+  :func:`commit.operation.commit_operation`, used by ``Table``, the catalog's
   multi-table transaction and the Spark driver;
 * **read-back** - a store answered ambiguously (timeout, lost reply): read the
   outcome back with jittered backoff for ``read_back_seconds`` before giving

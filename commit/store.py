@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from tessera.format import manifest as mf
 from tessera.format.protos import transaction_pb2
+from tessera.format.table import manifest as mf
 from tessera.format.table import paths
 from tessera.stores.errors import ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore

@@ -24,8 +24,8 @@ import logging
 import struct
 from collections.abc import Iterable
 
-from tessera.format import manifest as mf
 from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.format.table import manifest as mf
 from tessera.format.table import paths
 from tessera.stores.errors import ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore

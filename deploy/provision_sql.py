@@ -20,11 +20,11 @@ import os
 import sys
 
 try:
-    from tessera.stores import sql_migrate
+    from tessera.stores import sql_migrate, sql_store
     from tessera.stores.errors import StoreError
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from tessera.stores import sql_migrate
+    from tessera.stores import sql_migrate, sql_store
     from tessera.stores.errors import StoreError
 
 
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if current == head else 3
         before = sql_migrate.current_revision(url)
         after = sql_migrate.upgrade(url, args.revision)
-        store_id = sql_migrate.ensure_store_id(url) if after == head else None
+        store_id = sql_store.ensure_store_id(url) if after == head else None
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

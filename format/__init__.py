@@ -1,4 +1,6 @@
-"""Tessera's format library: Lance data files, manifests and their metadata.
+"""Tessera's format library, bytes in and bytes out: the file format (:mod:`.file`:
+Lance data files) and the table format built on it (:mod:`.table`: manifests,
+fragments, deletion files, row ids, indices).
 
 Public entry points::
 
@@ -17,7 +19,7 @@ from .errors import (
     UnsupportedEncodingError,
     UnsupportedTypeError,
 )
-from .file import DEFAULT_PAGE_SIZE, FileReader, FileWriter, read_file, write_file
+from .file.datafile import DEFAULT_PAGE_SIZE, FileReader, FileWriter, read_file, write_file
 
 __all__ = [
     "ColumnNotFoundError",

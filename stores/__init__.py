@@ -2,7 +2,9 @@
 
 from .errors import AlreadyExistsError, ObjectNotFoundError, StoreError
 from .local import LocalObjectStore
-from .object_store import ObjectStore, open_object_store
+from .object_store import ObjectStore
+from .registry import open_manifest_store, open_object_store
+from .uri import TableURI, parse_table_uri
 
 __all__ = [
     "AlreadyExistsError",
@@ -10,5 +12,8 @@ __all__ = [
     "ObjectNotFoundError",
     "ObjectStore",
     "StoreError",
+    "TableURI",
+    "open_manifest_store",
     "open_object_store",
+    "parse_table_uri",
 ]

@@ -62,10 +62,8 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import re
 import threading
-import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -83,6 +81,7 @@ from botocore.exceptions import (
 )
 
 from . import store_options
+from .backoff import backoff
 from .dynamodb_table import (  # noqa: F401 - re-exported for callers of the store module
     ATTRIBUTE_DEFINITIONS,
     KEY_SCHEMA,
@@ -103,7 +102,8 @@ from .errors import (
     VersionExistsError,
 )
 from .manifest_checks import check_bound, check_flip_paths, check_key, check_record, check_version
-from .manifest_store import VersionRecord, predecessor_error
+from .manifest_store import ManifestStore, VersionRecord, predecessor_error
+from .store_url import StoreSettings, provisioned, resolve_settings
 
 log = logging.getLogger(__name__)
 
@@ -126,21 +126,24 @@ _AUTH = {
 
 
 #: the settings from_url takes as keyword arguments or URL query parameters
-_SETTINGS: dict[str, store_options.Converter] = {
-    "region": store_options.text,
-    "endpoint_url": store_options.text,
-    "io_timeout": store_options.seconds,
-    "connect_timeout": store_options.seconds,
-    "max_attempts": store_options.whole(1),
-}
-_ALIASES = {"read_timeout": "io_timeout"}
-_DEFAULTS: dict[str, Any] = {
-    "region": None,
-    "endpoint_url": None,
-    "io_timeout": 10.0,
-    "connect_timeout": 2.0,
-    "max_attempts": 8,
-}
+_SETTINGS = StoreSettings(
+    "DynamoDB store",
+    {
+        "region": store_options.text,
+        "endpoint_url": store_options.text,
+        "io_timeout": store_options.seconds,
+        "connect_timeout": store_options.seconds,
+        "max_attempts": store_options.whole(1),
+    },
+    {
+        "region": None,
+        "endpoint_url": None,
+        "io_timeout": 10.0,
+        "connect_timeout": 2.0,
+        "max_attempts": 8,
+    },
+    {"read_timeout": "io_timeout"},
+)
 
 
 #: identities of the tables this process found usable (DescribeTable is sent once per process and table)
@@ -160,10 +163,10 @@ def _record(item: dict[str, Any]) -> VersionRecord:
 
 
 def _backoff(attempt: int) -> None:
-    time.sleep(min(1.0, 0.01 * 2**attempt) * random.uniform(0.5, 1.5))
+    backoff(attempt, first=0.01, cap=1.0)
 
 
-class DynamoDBManifestStore:
+class DynamoDBManifestStore(ManifestStore):
     """A :class:`~stores.manifest_store.ManifestStore` in a DynamoDB table."""
 
     kind = "dynamodb"
@@ -214,14 +217,19 @@ class DynamoDBManifestStore:
         table = parsed.path.lstrip("/")
         if not _TABLE_NAME.match(table):
             raise InvalidURIError(f"DynamoDB URL {url!r}: table name {table!r} is not 3-255 of [A-Za-z0-9_.-]")
+        names = sorted(_SETTINGS.spec)
         for k, _ in query:
-            if k not in _SETTINGS and k not in _ALIASES and store_options.looks_like_ours(k, sorted(_SETTINGS)) is None:
+            if (
+                k not in _SETTINGS.spec
+                and k not in _SETTINGS.aliases
+                and store_options.looks_like_ours(k, names) is None
+            ):
                 raise InvalidURIError(
-                    f"DynamoDB URL: unsupported parameter {k!r} (only {', '.join(sorted(_SETTINGS))}; "
+                    f"DynamoDB URL: unsupported parameter {k!r} (only {', '.join(names)}; "
                     "pass credentials as options or through the environment)"
                 )
-        settings, _ = store_options.resolve(
-            "DynamoDB store",
+        settings, _ = resolve_settings(
+            _SETTINGS,
             query,
             {
                 "region": region,
@@ -231,9 +239,6 @@ class DynamoDBManifestStore:
                 "connect_timeout": connect_timeout,
                 "max_attempts": max_attempts,
             },
-            _SETTINGS,
-            _DEFAULTS,
-            _ALIASES,
             strict=True,
         )
         region = settings["region"] or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
@@ -263,16 +268,16 @@ class DynamoDBManifestStore:
             netloc = ep.hostname + (f":{ep.port}" if ep.port else "")
             identity += "&endpoint_url=" + urlunparse((ep.scheme, netloc, ep.path, "", "", ""))
         store = cls(client, table, identity, max_attempts=settings["max_attempts"])
-        if create:
-            try:
-                ensure_table(client, table)
-            except ClientError as exc:
-                raise StoreUnavailableError(f"cannot create {identity}: {exc}") from exc
-            except (EndpointConnectionError, ConnectTimeoutError, NoCredentialsError, PartialCredentialsError) as exc:
-                raise StoreUnavailableError(f"cannot reach {identity}: {exc}") from exc
-        if check:
-            store.check()
-        return store
+        return provisioned(store, DynamoDBManifestStore._create_table if create else None, check=check)
+
+    def _create_table(self) -> None:
+        """Create the table when it is missing (``from_url(create=True)``)."""
+        try:
+            ensure_table(self._client, self._table)
+        except ClientError as exc:
+            raise StoreUnavailableError(f"cannot create {self._identity}: {exc}") from exc
+        except (EndpointConnectionError, ConnectTimeoutError, NoCredentialsError, PartialCredentialsError) as exc:
+            raise StoreUnavailableError(f"cannot reach {self._identity}: {exc}") from exc
 
     # ------------------------------------------------------------ the protocol
     def identity(self) -> str:
@@ -453,7 +458,7 @@ class DynamoDBManifestStore:
         Tessera's (another layout, no id), StoreUnavailableError when
         unreachable, AmbiguousStoreError when the creating put's outcome is
         unknown and the item cannot be read back (call again)."""
-        cached = getattr(self, "_store_id", None)
+        cached = self._store_id
         if cached is not None:
             return cached
         item = self._store_item()

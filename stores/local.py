@@ -21,9 +21,9 @@ import stat
 import time
 import uuid
 from collections.abc import Iterator
-from typing import BinaryIO
 
-from tessera.format.io import LocalFileReader, RangeReader
+from tessera.format.file.io import LocalFileReader, RangeReader
+from tessera.format.table.store import OutputStream
 
 from .errors import AlreadyExistsError, InvalidURIError, ObjectNotFoundError
 
@@ -170,6 +170,10 @@ _UNIQUE_NAME_DIRS = ("data/", "_transactions/", "_deletions/", "_indices/")
 
 class LocalObjectStore:
     """Objects are files under a root directory."""
+
+    remote = False
+    #: a local conditional put (``link``/``O_EXCL``) needs no probe
+    probe_scope: tuple[str, ...] | None = None
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         root = os.fspath(root)
@@ -427,8 +431,8 @@ class LocalObjectStore:
             f.flush()
             os.fsync(f.fileno())
 
-    def open_output(self, path: str) -> BinaryIO:
-        return self._output(path)  # type: ignore[return-value]
+    def open_output(self, path: str) -> OutputStream:
+        return self._output(path)
 
     def copy(self, src: str, dst: str) -> None:
         """Copy ``src`` to ``dst``, replacing ``dst`` atomically."""

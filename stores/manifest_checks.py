@@ -10,7 +10,8 @@ are non-negative integers, and a flip goes only from ``<final>-<uuid>`` to
 from __future__ import annotations
 
 from .errors import InvalidURIError
-from .manifest_store import VersionRecord, normalize_table_uri
+from .manifest_store import VersionRecord
+from .uri import normalize_table_uri
 
 #: The largest table key any store accepts (DynamoDB's partition-key limit; the SQL column size).
 MAX_KEY_BYTES = 2048

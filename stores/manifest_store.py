@@ -17,16 +17,20 @@ The only writes are:
 * ``flip``: the single allowed update, staged path -> final path, applied only
   while the row still holds the staged path.  Idempotent.
 * ``delete_table``: drop every row of a table.
+
+The stores subclass :class:`ManifestStore`, which declares what a caller may
+ask of any store beyond the rows (``replaced``, ``forget_store_id``) with the
+answers of a store on a server.  Stores are opened by
+:func:`stores.registry.open_manifest_store`; the key of a table is
+:attr:`stores.uri.TableURI.key`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
-from urllib.parse import urlparse, urlunparse
 
-from .errors import InvalidURIError
+from .errors import IncarnationMismatchError
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class ManifestStore(Protocol):
 
     #: "dynamodb", "redis" or "sql"
     kind: str
+    #: the store id once read (:meth:`store_id` caches it here)
+    _store_id: str | None = None
 
     def identity(self) -> str:
         """A credential-free description of the store (host, database, table),
@@ -123,11 +129,21 @@ class ManifestStore(Protocol):
 
     def close(self) -> None: ...
 
+    def replaced(self) -> bool:
+        """Whether the store was replaced under its address since it was
+        opened (a SQLite file deleted or swapped): then open the URL anew
+        instead of using this object.  Never for a store on a server."""
+        return False
+
+    def forget_store_id(self) -> None:
+        """Make the next :meth:`store_id` read the id from the store again:
+        a store deleted and recreated at the same address must be noticed by
+        the next table opened through it."""
+        self._store_id = None
+
 
 def predecessor_error(what: str, record: VersionRecord, pred_incarnation: str | None) -> Exception:
     """The IncarnationMismatchError for a reservation refused by its predecessor check."""
-    from .errors import IncarnationMismatchError
-
     if not pred_incarnation:
         why = (
             f"version {record.version - 1} is not in the store (the table was dropped since this writer "
@@ -139,89 +155,3 @@ def predecessor_error(what: str, record: VersionRecord, pred_incarnation: str | 
             "(the table was dropped and recreated since this writer read it)"
         )
     return IncarnationMismatchError(f"{what}: {why}; reload the table")
-
-
-def normalize_table_uri(uri: str) -> str:
-    """The key of a table in a manifest store: scheme, bucket (host) and path,
-    lower-cased scheme, no trailing slash, no query or credentials.
-
-    Local paths become ``file:///abs/path``."""
-    import os
-
-    if not isinstance(uri, str) or not uri.strip():
-        raise InvalidURIError(f"table URI must be a non-empty string, got {uri!r}")
-    if "\x00" in uri:
-        raise InvalidURIError(f"table URI {uri!r} contains a NUL byte")
-    p = urlparse(uri)
-    scheme = p.scheme.lower()
-    if scheme in ("", "file"):
-        path = p.path if scheme == "file" else uri
-        return "file://" + os.path.abspath(path).rstrip("/")
-    if scheme in ("s3", "s3a", "gs", "az", "abfs"):
-        if not p.netloc:
-            raise InvalidURIError(f"table URI {uri!r} has no bucket")
-        host = p.hostname or ""
-        if p.username or p.password:
-            raise InvalidURIError(f"table URI {uri!r} must not carry credentials; use storage_options")
-        path = "/".join(s for s in p.path.split("/") if s)
-        return urlunparse(("s3" if scheme == "s3a" else scheme, host, "/" + path if path else "", "", "", "")).rstrip(
-            "/"
-        )
-    raise InvalidURIError(f"unsupported table URI scheme {scheme!r} in {uri!r}")
-
-
-def forget_store_id(ms: ManifestStore) -> None:
-    """Make ``ms`` read its store id again at its next ``store_id()``: every
-    store caches it (``_store_id``), and a store deleted and recreated at the
-    same address must be noticed by the next table opened through it."""
-    vars(ms).pop("_store_id", None)
-
-
-def open_manifest_store(url: str, **options) -> ManifestStore:
-    """Open a store by URL: ``redis://host:port/db``, ``dynamodb:///TABLE?region=..&endpoint_url=..``,
-    or any SQLAlchemy URL (``sqlite:///path.db``, ``postgresql+psycopg://...``, ``mysql+pymysql://...``).
-
-    Each store's settings - ``io_timeout`` (how long to wait for an answer:
-    a write that gets none is AmbiguousStoreError, a read
-    StoreUnavailableError), ``connect_timeout``, and per store
-    ``busy_timeout_ms``, ``pool_size``, ``max_overflow``, ``pool_pre_ping``
-    (SQL), ``prefix``, ``wait_replicas``, ``wait_timeout_ms``,
-    ``max_connections`` (Redis), ``region``, ``endpoint_url``,
-    ``max_attempts`` (DynamoDB) - may be given as keyword ``options`` or as
-    query parameters of ``url`` (``...?io_timeout=5``).  A keyword argument
-    wins over the same setting in the URL.  Tessera's query parameters are
-    removed before the URL reaches the driver and never change the store's
-    identity.  A bad value is InvalidURIError when it is in the URL and
-    InvalidStorageOptionError when it is a keyword argument; an option the
-    store does not take is InvalidStorageOptionError.  See
-    :mod:`stores.store_options`."""
-    if not isinstance(url, str) or "://" not in url:
-        raise InvalidURIError(f"not a manifest store URL: {url!r}")
-    scheme = url.split("://", 1)[0].lower()
-    opener: Callable[..., ManifestStore] | None = None
-    if scheme in ("redis", "rediss", "unix"):
-        from .redis_store import RedisManifestStore
-
-        opener = RedisManifestStore.from_url
-    elif scheme == "dynamodb":
-        from .dynamodb_store import DynamoDBManifestStore
-
-        opener = DynamoDBManifestStore.from_url
-    elif scheme.split("+", 1)[0] in ("sqlite", "postgresql", "postgres", "mysql", "mariadb"):
-        from .sql_store import SqlManifestStore
-
-        opener = SqlManifestStore.from_url
-    if opener is not None:
-        import inspect
-
-        from .errors import InvalidStorageOptionError
-
-        accepted = [n for n in inspect.signature(opener).parameters if n != "url"]
-        unknown = sorted(set(options) - set(accepted))
-        if unknown:
-            raise InvalidStorageOptionError(
-                f"{scheme} manifest store: unknown option(s) {', '.join(map(repr, unknown))} "
-                f"(accepted: {', '.join(accepted)})"
-            )
-        return opener(url, **options)
-    raise InvalidURIError(f"unsupported manifest store scheme {scheme!r} in {url!r}")

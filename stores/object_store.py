@@ -2,24 +2,33 @@
 
 Paths are relative to the store's root (the table directory) and use ``/``.
 ``put_if_not_exists`` is the primitive a commit is decided by: exactly one of
-several concurrent callers for the same path succeeds.
+several concurrent callers for the same path succeeds.  A store declares what
+it is (``remote``, ``probe_scope``) as attributes; stores are opened by
+:func:`stores.registry.open_object_store`.
 """
 
 from __future__ import annotations
 
 import builtins
-import os
-from typing import BinaryIO, Protocol, runtime_checkable
-from urllib.parse import urlparse
+from typing import Protocol, runtime_checkable
 
-from tessera.format.io import RangeReader
-
-from .errors import InvalidURIError
+from tessera.format.file.io import RangeReader
+from tessera.format.table.store import OutputStream
 
 
 @runtime_checkable
 class ObjectStore(Protocol):
     uri: str
+    #: one request costs a network round trip (readers fetch ahead, in parallel and
+    #: in few large requests); False for a local disk
+    remote: bool
+
+    @property
+    def probe_scope(self) -> tuple[str, ...] | None:
+        """What a conditional-put probe verdict holds for (:mod:`stores.probe`):
+        (endpoint, bucket) on S3; None where a conditional put needs no probe
+        (local disk)."""
+        ...
 
     def read(self, path: str) -> bytes: ...
 
@@ -50,8 +59,9 @@ class ObjectStore(Protocol):
         """Create ``path`` only if absent; raises AlreadyExistsError otherwise."""
         ...
 
-    def open_output(self, path: str) -> BinaryIO:
-        """A writable stream; the object appears (whole) when it is closed."""
+    def open_output(self, path: str) -> OutputStream:
+        """A writable stream; the object appears (whole) when it is closed,
+        and never when it is aborted (:class:`tessera.format.table.store.OutputStream`)."""
         ...
 
     def copy(self, src: str, dst: str) -> None:
@@ -63,32 +73,3 @@ class ObjectStore(Protocol):
         ...
 
     def delete(self, path: str) -> None: ...
-
-
-def open_object_store(uri: str, storage_options: dict | None = None) -> ObjectStore:
-    """The object store for a table URI: a local path, ``file://`` or ``s3://`` (``s3a://``).
-
-    ``storage_options`` configure S3 (see :mod:`stores.s3_options`)."""
-    if not isinstance(uri, (str, os.PathLike)):
-        raise InvalidURIError(f"table URI must be a string, got {type(uri).__name__}")
-    uri = os.fspath(uri)
-    if not uri.strip():
-        raise InvalidURIError("table URI is empty")
-    if "\x00" in uri:
-        raise InvalidURIError(f"table URI {uri!r} contains a NUL byte")
-    parsed = urlparse(uri)
-    scheme = parsed.scheme.lower()
-    if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
-        from .local import LocalObjectStore
-
-        path = parsed.path if scheme == "file" else uri
-        if scheme == "file" and parsed.netloc not in ("", "localhost"):
-            raise InvalidURIError(f"file URI {uri!r} names host {parsed.netloc!r}; use file:///absolute/path")
-        return LocalObjectStore(path)
-    if scheme in ("s3", "s3a"):
-        from .s3 import S3ObjectStore
-
-        return S3ObjectStore(uri, storage_options)
-    raise InvalidURIError(
-        f"unsupported table URI scheme {scheme!r} in {uri!r} (supported: local paths, file://, s3://)"
-    )

@@ -99,7 +99,7 @@ _distrusted: set[tuple[str, ...]] = set()
 def probe_scope(store: ObjectStore) -> tuple[str, ...]:
     """The scope a verdict holds for: (store type, endpoint, bucket) for S3,
     (store type, URI) otherwise."""
-    scope = getattr(store, "probe_scope", None)
+    scope = store.probe_scope
     parts = tuple(scope) if scope is not None else (store.uri,)
     return (type(store).__qualname__, *map(str, parts))
 

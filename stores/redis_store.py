@@ -86,7 +86,8 @@ from .errors import (
     VersionExistsError,
 )
 from .manifest_checks import check_bound, check_flip_paths, check_key, check_record, check_version
-from .manifest_store import VersionRecord, predecessor_error
+from .manifest_store import ManifestStore, VersionRecord, predecessor_error
+from .store_url import StoreSettings, provisioned, resolve_settings
 
 log = logging.getLogger(__name__)
 
@@ -106,23 +107,26 @@ def _key_prefix(value: Any) -> str:
 
 
 #: the settings from_url takes as keyword arguments or URL query parameters
-_SETTINGS: dict[str, store_options.Converter] = {
-    "prefix": _key_prefix,
-    "wait_replicas": store_options.whole(0),
-    "wait_timeout_ms": store_options.whole(0),
-    "io_timeout": store_options.seconds,
-    "connect_timeout": store_options.seconds,
-    "max_connections": store_options.whole(1),
-}
-_ALIASES = {"socket_timeout": "io_timeout", "socket_connect_timeout": "connect_timeout"}
-_DEFAULTS: dict[str, Any] = {
-    "prefix": "tessera",
-    "wait_replicas": 0,
-    "wait_timeout_ms": 1000,
-    "io_timeout": 5.0,
-    "connect_timeout": 1.0,
-    "max_connections": None,  # redis-py: unbounded
-}
+_SETTINGS = StoreSettings(
+    "Redis store",
+    {
+        "prefix": _key_prefix,
+        "wait_replicas": store_options.whole(0),
+        "wait_timeout_ms": store_options.whole(0),
+        "io_timeout": store_options.seconds,
+        "connect_timeout": store_options.seconds,
+        "max_connections": store_options.whole(1),
+    },
+    {
+        "prefix": "tessera",
+        "wait_replicas": 0,
+        "wait_timeout_ms": 1000,
+        "io_timeout": 5.0,
+        "connect_timeout": 1.0,
+        "max_connections": None,  # redis-py: unbounded
+    },
+    {"socket_timeout": "io_timeout", "socket_connect_timeout": "connect_timeout"},
+)
 
 
 def _redis_query_keys() -> frozenset[str]:
@@ -264,7 +268,7 @@ def _record(row: Any) -> VersionRecord:
     )
 
 
-class RedisManifestStore:
+class RedisManifestStore(ManifestStore):
     """A :class:`~stores.manifest_store.ManifestStore` in Redis."""
 
     kind = "redis"
@@ -327,8 +331,8 @@ class RedisManifestStore:
             raise InvalidURIError(f"not a Redis URL: {shown!r}")
         if parsed.scheme != "unix" and not parsed.hostname:
             raise InvalidURIError(f"Redis URL {shown!r} names no host")
-        settings, rest = store_options.resolve(
-            "Redis store",
+        settings, rest = resolve_settings(
+            _SETTINGS,
             items,
             {
                 "prefix": prefix,
@@ -339,9 +343,6 @@ class RedisManifestStore:
                 "connect_timeout": connect_timeout,
                 "max_connections": max_connections,
             },
-            _SETTINGS,
-            _DEFAULTS,
-            _ALIASES,
             driver_keys=_redis_query_keys(),
         )
         query = dict(rest)
@@ -380,13 +381,7 @@ class RedisManifestStore:
             wait_replicas=wait_replicas,
             wait_timeout_ms=wait_timeout_ms,
         )
-        if check:
-            try:
-                store.check()
-            except BaseException:
-                store.close()
-                raise
-        return store
+        return provisioned(store, None, check=check)
 
     # ------------------------------------------------------------ the protocol
     def identity(self) -> str:
@@ -494,7 +489,7 @@ class RedisManifestStore:
         records another layout, StoreUnavailableError when unreachable or
         refused, AmbiguousStoreError when the creating write's outcome is
         unknown and the id cannot be read back (call again)."""
-        cached = getattr(self, "_store_id", None)
+        cached = self._store_id
         if cached is not None:
             return cached
         fields = self._store_fields()

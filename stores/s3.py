@@ -17,7 +17,7 @@ tables on one endpoint shares connection pools and a new ``Table.open`` builds
 nothing.  Credentials not given in ``storage_options`` are resolved by
 botocore once per process and profile.  botocore is imported when the first
 S3 table is opened (this module is imported lazily by
-:func:`stores.object_store.open_object_store`), boto3 only for a server-side
+:func:`stores.registry.open_object_store`), boto3 only for a server-side
 copy of an object over 5 GiB; the client of conditional creates is made on the
 first one.
 
@@ -50,18 +50,18 @@ from __future__ import annotations
 
 import builtins
 import logging
-import random
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 import botocore.exceptions as bexc
 from botocore.config import Config
 
-from tessera.format.io import RangeReader
+from tessera.format.file.io import RangeReader
+from tessera.format.table.store import OutputStream
 
+from .backoff import backoff
 from .errors import (
     AlreadyExistsError,
     AmbiguousStoreError,
@@ -74,7 +74,8 @@ from .errors import (
     StoreUnavailableError,
 )
 from .s3_io import BOTO_ERRORS, PART_SIZE, S3OutputStream, S3RangeReader
-from .s3_options import S3Options, aws_session, parse_s3_uri
+from .s3_options import S3Options, aws_session
+from .uri import TableURI, parse_table_uri
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +145,12 @@ def _client_for(opts: S3Options, conditional: bool) -> Any:
 class S3ObjectStore:
     """Objects under ``s3://bucket/prefix``; paths are relative to the prefix."""
 
+    #: one request costs a round trip: readers fetch ahead and in parallel
+    remote = True
+
     def __init__(
         self,
-        uri: str,
+        uri: str | TableURI,
         storage_options: Mapping[str, Any] | None = None,
         *,
         max_concurrency: int = 8,
@@ -154,15 +158,16 @@ class S3ObjectStore:
     ) -> None:
         """``max_concurrency`` bounds the parallel GETs of a read and the
         background part uploads; ``part_size`` is the multipart part size."""
-        self.bucket, self.prefix = parse_s3_uri(uri)
+        loc = uri if isinstance(uri, TableURI) else parse_table_uri(uri)
+        if loc.scheme != "s3":
+            raise InvalidURIError(f"{loc.given!r} is not an s3:// URI")
+        self.bucket, self.prefix = loc.bucket, loc.path
         self.uri = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
         self.options = S3Options.from_mapping(storage_options)
         self._client = _client_for(self.options, conditional=False)
         self._cond: Any = None  # the conditional client, made on the first put-if-not-exists
         self.endpoint_url: str = self._client.meta.endpoint_url
         self.max_concurrency = max(1, max_concurrency)
-        #: one request costs a round trip: readers fetch ahead and in parallel
-        self.remote = True
         self.part_size = part_size
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -412,7 +417,7 @@ class S3ObjectStore:
         last: BaseException | None = None
         for attempt in range(max(1, attempts)):
             if attempt:
-                time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+                backoff(attempt, first=0.05, cap=2.0)
             try:
                 self._cond_client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*")
                 return
@@ -492,10 +497,10 @@ class S3ObjectStore:
         objects such as manifests (the object passes through memory)."""
         self.put_if_not_exists(dst, self.read(src))
 
-    def open_output(self, path: str) -> BinaryIO:
+    def open_output(self, path: str) -> OutputStream:
         """A writable stream; the object appears (whole) when it is closed.
         Objects of ``part_size`` or more go up as a multipart upload."""
-        return S3OutputStream(self, self._key(path), self.part_size)  # type: ignore[return-value]
+        return S3OutputStream(self, self._key(path), self.part_size)
 
     def delete(self, path: str) -> None:
         """Remove the object (no error if it is already gone)."""

@@ -1,4 +1,4 @@
-"""Parsing ``s3://bucket/prefix`` table URIs and S3 ``storage_options``.
+"""S3 ``storage_options``: validated into :class:`S3Options` (the table URI is parsed by :mod:`stores.uri`).
 
 Option keys are case-insensitive and accept the spellings Lance and the Rust
 ``object_store`` crate use (``aws_endpoint``, ``aws_region``, ...), so a
@@ -46,11 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from .errors import InvalidStorageOptionError, InvalidURIError
-
-#: AWS's bucket naming rule, plus ``_`` for legacy us-east-1 buckets
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
-_BAD_KEY_CHARS = re.compile(r"[\x00-\x1f\x7f\\{}^%`\[\]\"<>~#|]")
+from .errors import InvalidStorageOptionError
 
 _ALIASES: dict[str, str] = {
     "endpoint_url": "endpoint_url",
@@ -82,36 +78,6 @@ _ALIASES: dict[str, str] = {
     "max_retries": "max_retries",
     "max_pool_connections": "max_pool_connections",
 }
-
-
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/a/b/`` (or ``s3a://``) -> ``("bucket", "a/b")``.
-
-    Empty path segments are dropped, so the prefix matches the key
-    :func:`stores.manifest_store.normalize_table_uri` gives the table."""
-    if not isinstance(uri, str):
-        raise InvalidURIError(f"table URI must be a string, got {type(uri).__name__}")
-    p = urlparse(uri)
-    if p.scheme.lower() not in ("s3", "s3a"):
-        raise InvalidURIError(f"{uri!r} is not an s3:// URI")
-    if p.query or p.fragment or p.params:
-        raise InvalidURIError(
-            f"S3 table URI {uri!r} must not have a query or fragment; pass settings as storage_options"
-        )
-    if "@" in p.netloc:
-        raise InvalidURIError(f"S3 table URI {uri!r} must not carry credentials; pass them as storage_options")
-    bucket = p.netloc
-    if not bucket:
-        raise InvalidURIError(f"S3 table URI {uri!r} names no bucket; use s3://bucket/path")
-    if not _BUCKET.match(bucket) or ".." in bucket:
-        raise InvalidURIError(
-            f"{bucket!r} in {uri!r} is not a valid bucket name (3-63 lower-case letters, digits, '.', '-')"
-        )
-    parts = [s for s in p.path.split("/") if s]
-    for s in parts:
-        if s in (".", "..") or _BAD_KEY_CHARS.search(s):
-            raise InvalidURIError(f"S3 table URI {uri!r} has an unusable path segment {s!r}")
-    return bucket, "/".join(parts)
 
 
 def _as_bool(key: str, value: Any) -> bool:

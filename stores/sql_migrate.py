@@ -249,18 +249,6 @@ def read_store_id(target: str | URL | Engine) -> str | None:
             engine.dispose()
 
 
-def ensure_store_id(url: str | URL) -> str:
-    """The store id of the database at ``url`` (at the head revision),
-    creating it if absent: see :meth:`stores.sql_store.SqlManifestStore.store_id`."""
-    from .sql_store import SqlManifestStore
-
-    store = SqlManifestStore.from_url(url, create=False)
-    try:
-        return store.store_id()
-    finally:
-        store.close()
-
-
 _LOCK_NAME = "tessera_migrations"
 _PG_LOCK_KEY = 0x7E55E4A0  # an arbitrary constant shared by every Tessera process
 

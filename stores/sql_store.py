@@ -69,18 +69,20 @@ nothing was applied.
 
 SQLite (the embedded default) runs in WAL mode with ``synchronous=FULL`` and
 a ``busy_timeout``; it coordinates processes on one host only.
+
+This module is the store itself (its statements' outcomes, retries and
+schema checks); the rest of the SQL store is one idea a module: the tables
+and statements (:mod:`stores.sql_schema`), their migrations
+(:mod:`stores.sql_migrate`), the engine, its settings and connect arguments
+(:mod:`stores.sql_engine`), PostgreSQL's client-side deadlines
+(:mod:`stores.sql_deadlines`) and what a driver's error means
+(:mod:`stores.sql_errors`).
 """
 
 from __future__ import annotations
 
-import heapq
-import inspect
-import itertools
 import logging
 import os
-import random
-import socket
-import threading
 import time
 import uuid
 import weakref
@@ -88,22 +90,23 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.engine.interfaces import ReflectedColumn
 
-from . import sql_migrate, store_options
+from . import sql_engine, sql_migrate
+from .backoff import backoff
 from .errors import (
     AmbiguousStoreError,
     IncarnationMismatchError,
-    InvalidURIError,
     StoreSchemaError,
     StoreUnavailableError,
     VersionExistsError,
 )
 from .manifest_checks import check_bound, check_flip_paths, check_key, check_record, check_version
-from .manifest_store import VersionRecord, predecessor_error
+from .manifest_store import ManifestStore, VersionRecord, predecessor_error
+from .sql_deadlines import CHECKOUT, WATCHDOG, Attempt, pg_socket
+from .sql_errors import classify, orig
 from .sql_schema import (  # noqa: F401 - Base, ManifestVersionRow and TABLE_NAME are re-exported  # noqa: E402
     AFTER,
     DELETE,
@@ -126,21 +129,15 @@ from .sql_schema import (  # noqa: F401 - Base, ManifestVersionRow and TABLE_NAM
     schema_problems,
     table_hash,
 )
+from .store_url import provisioned
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Base", "ManifestVersionRow", "SqlManifestStore", "TABLE_NAME", "table_hash"]
 
 _TRANSIENT_RETRIES = 8
-_SKIP_ROLLBACK_SUPPORTED = (
-    "skip_autocommit_rollback" in inspect.signature(sa.engine.default.DefaultDialect.__init__).parameters
-)
 
 T = TypeVar("T")
-
-
-def _orig(exc: BaseException) -> BaseException:
-    return getattr(exc, "orig", None) or exc
 
 
 _LIVE: weakref.WeakSet[SqlManifestStore] = weakref.WeakSet()
@@ -168,243 +165,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_close_sqlite_before_fork, after_in_child=_dispose_after_fork)
 
 
-# ----------------------------------------------------- settings and deadlines
-#: the settings from_url takes as keyword arguments or URL query parameters
-_SETTINGS: dict[str, store_options.Converter] = {
-    "io_timeout": store_options.seconds,
-    "connect_timeout": store_options.seconds,
-    "busy_timeout_ms": store_options.whole(0),
-    "pool_size": store_options.whole(0),
-    "max_overflow": store_options.whole(-1),
-    "pool_pre_ping": store_options.flag,
-}
-_DEFAULTS: dict[str, Any] = {
-    "io_timeout": 30.0,
-    "connect_timeout": 5.0,
-    "busy_timeout_ms": 10_000,
-    "pool_size": 5,
-    "max_overflow": 10,
-    "pool_pre_ping": True,
-}
-#: the server cancels a statement after this share of io_timeout, so its definite
-#: "cancelled" answer (57014: not applied) arrives before the client's deadline
-_STATEMENT_TIMEOUT_SHARE = 0.9
-#: query parameters SQLAlchemy's SQLite dialect reads itself
-_SQLITE_QUERY_KEYS = frozenset(
-    {
-        "timeout",
-        "isolation_level",
-        "detect_types",
-        "check_same_thread",
-        "cached_statements",
-        "uri",
-        "mode",
-        "cache",
-        "vfs",
-        "immutable",
-        "nolock",
-        "psow",
-        "modeof",
-    }
-)
-#: MySQL URL parameters that io_timeout sets (a second knob would silently lose)
-_MYSQL_IO_KEYS = ("read_timeout", "write_timeout")
-
-
-def _driver_keys(backend: str) -> frozenset[str]:
-    """Query parameters the backend's driver (or SQLAlchemy's dialect) accepts:
-    they are passed on even when they look like one of ours."""
-    if backend == "postgresql":
-        try:
-            import psycopg
-
-            return frozenset(o.keyword.decode() for o in psycopg.pq.Conninfo.get_defaults())
-        except Exception:  # noqa: BLE001 - no psycopg: create_sql_engine reports the missing driver
-            return frozenset(
-                {
-                    "tcp_user_timeout",
-                    "keepalives",
-                    "keepalives_idle",
-                    "keepalives_interval",
-                    "keepalives_count",
-                    "options",
-                    "application_name",
-                    "sslmode",
-                }
-            )
-    if backend in ("mysql", "mariadb"):
-        try:
-            import pymysql
-
-            params = inspect.signature(pymysql.connections.Connection.__init__).parameters
-            ssl = {"ssl_ca", "ssl_key", "ssl_cert", "ssl_capath", "ssl_cipher", "ssl_check_hostname"}  # SQLAlchemy's
-            return frozenset(params) | ssl
-        except Exception:  # noqa: BLE001
-            return frozenset(_MYSQL_IO_KEYS)
-    return _SQLITE_QUERY_KEYS
-
-
-class _Attempt:
-    """One attempt of a store operation: when its time is up, and whether the
-    watchdog had to cut it short.  The clock starts when the attempt first
-    has a connection (:meth:`begin`): waiting for a free pooled connection is
-    bounded by the pool's own timeout, not by io_timeout."""
-
-    __slots__ = ("deadline", "io_timeout", "timed_out")
-
-    def __init__(self, io_timeout: float) -> None:
-        self.io_timeout = io_timeout
-        self.deadline: float | None = None
-        self.timed_out = False
-
-    def begin(self) -> float:
-        """The deadline, starting the clock now if it has not started."""
-        if self.deadline is None:
-            self.deadline = time.monotonic() + self.io_timeout
-        return self.deadline
-
-
-class _Timer:
-    __slots__ = ("attempt", "deadline", "done", "fired", "sock")
-
-    def __init__(self, sock: socket.socket, attempt: _Attempt) -> None:
-        self.sock = sock
-        self.attempt = attempt
-        self.deadline = attempt.begin()
-        self.done = False
-        self.fired = False
-
-
-class _Watchdog:
-    """A process-wide daemon thread enforcing client-side read deadlines for
-    drivers without a read timeout (libpq).
-
-    :meth:`arm` takes the connection's socket descriptor and duplicates it, so
-    the timer always refers to that connection's socket even if the driver
-    closes its own descriptor (and the number is reused) meanwhile.  At the
-    deadline the socket is shut down (both ways): the driver's blocked poll
-    wakes up, reads end-of-file and reports a broken connection.  The caller
-    must discard that connection (:meth:`disarm` says whether it fired)."""
-
-    def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
-        # also the after-fork hook: the child has no watchdog thread, and the
-        # parent's lock may have been held when it forked
-        self._cond = threading.Condition(threading.Lock())
-        self._heap: list[tuple[float, int, _Timer]] = []
-        self._seq = itertools.count()
-        self._thread: threading.Thread | None = None
-        self._finished = 0  # disarmed timers still in the heap
-
-    def arm(self, fd: int, attempt: _Attempt) -> _Timer:
-        timer = _Timer(socket.socket(fileno=os.dup(fd)), attempt)
-        with self._cond:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="tessera-sql-deadlines", daemon=True)
-                self._thread.start()
-            heapq.heappush(self._heap, (timer.deadline, next(self._seq), timer))
-            if self._heap[0][2] is timer:
-                self._cond.notify()
-        return timer
-
-    def disarm(self, timer: _Timer) -> bool:
-        """Stop ``timer``; True if it fired (the connection is unusable)."""
-        with self._cond:
-            if not timer.done:
-                timer.done = True
-                self._finished += 1
-                if self._finished > 256 and 2 * self._finished > len(self._heap):
-                    self._heap = [e for e in self._heap if not e[2].done]
-                    heapq.heapify(self._heap)
-                    self._finished = 0
-        timer.sock.close()
-        return timer.fired
-
-    def _run(self) -> None:
-        with self._cond:
-            while True:
-                while self._heap and self._heap[0][2].done:
-                    heapq.heappop(self._heap)
-                    self._finished -= 1
-                if not self._heap:
-                    self._cond.wait()
-                    continue
-                delay = self._heap[0][0] - time.monotonic()
-                if delay > 0:
-                    self._cond.wait(delay)
-                    continue
-                timer = heapq.heappop(self._heap)[2]
-                timer.done = timer.fired = True
-                timer.attempt.timed_out = True
-                try:
-                    timer.sock.shutdown(socket.SHUT_RDWR)
-                except OSError:  # already closed by the peer
-                    pass
-
-
-_WATCHDOG = _Watchdog()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_WATCHDOG._reset)
-
-#: the attempt whose connection is being checked out on this thread (read by
-#: the pool's checkout hook, which pings under the attempt's deadline)
-_CHECKOUT = threading.local()
-
-
-def _pg_socket(dbapi_connection: Any) -> int:
-    return int(dbapi_connection.pgconn.socket)
-
-
-#: a pooled connection used less than this many seconds ago is not pinged at checkout
-IDLE_PING_SECONDS = 1.0
-
-
-def _install_ping(engine: Engine, io_timeout: float, backend: str) -> None:
-    """Ping a pooled connection at checkout when it sat idle for
-    :data:`IDLE_PING_SECONDS` or more (a server or a firewall may have closed it
-    meanwhile): a statement sent on a dead connection fails with its outcome
-    unknown, which the commit protocol settles by reading back, but a ping
-    avoids that for the idle connections where it is likely.  A connection in
-    steady use is not pinged: the ping was a second round trip per statement.
-    On PostgreSQL the ping runs under the current attempt's deadline
-    (SQLAlchemy's ``pool_pre_ping`` would wait without bound); MySQL's driver
-    bounds it with its read/write timeouts.  A failed or timed-out ping
-    invalidates the pool (SQLAlchemy then opens a fresh connection, which is
-    not pinged)."""
-
-    @event.listens_for(engine, "connect")
-    def _fresh(_dbapi_connection: Any, record: Any) -> None:
-        record.info["tessera_fresh"] = True
-
-    @event.listens_for(engine, "checkin")
-    def _used(_dbapi_connection: Any, record: Any) -> None:
-        if record is not None:
-            record.info["tessera_used"] = time.monotonic()
-
-    @event.listens_for(engine, "checkout")
-    def _ping(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        if record.info.pop("tessera_fresh", False):
-            return
-        if time.monotonic() - record.info.get("tessera_used", float("-inf")) < IDLE_PING_SECONDS:
-            return
-        attempt = getattr(_CHECKOUT, "attempt", None) or _Attempt(io_timeout)
-        timer = None
-        if backend == "postgresql":
-            try:
-                timer = _WATCHDOG.arm(_pg_socket(dbapi_connection), attempt)
-            except Exception as exc:  # noqa: BLE001 - a broken connection has no socket
-                raise sa_exc.InvalidatePoolError(f"pooled connection unusable: {exc}") from exc
-        try:
-            engine.dialect.do_ping(dbapi_connection)
-        except Exception as exc:  # noqa: BLE001
-            raise sa_exc.InvalidatePoolError(f"ping failed: {exc}") from exc
-        finally:
-            if timer is not None and _WATCHDOG.disarm(timer):
-                raise sa_exc.InvalidatePoolError(f"no answer to the ping within io_timeout={attempt.io_timeout:g}s")
-
-
 def _run(conn: Connection, stmt: Any, params: dict[str, Any]) -> int:
     return int(conn.execute(stmt, params).rowcount)
 
@@ -426,12 +186,12 @@ def _sqlite_unsynced(conn: Connection, stmt: Any, params: dict[str, Any]) -> int
             raise
 
 
-class SqlManifestStore:
+class SqlManifestStore(ManifestStore):
     """A :class:`~stores.manifest_store.ManifestStore` in a SQL database."""
 
     kind = "sql"
     #: seconds one attempt may wait for the database (set by from_url)
-    _io_timeout: float = _DEFAULTS["io_timeout"]
+    _io_timeout: float = sql_engine.SETTINGS.defaults["io_timeout"]
 
     def __init__(self, engine: Engine, url: URL) -> None:
         self._engine = engine
@@ -474,11 +234,8 @@ class SqlManifestStore:
         ``pool_size`` (5), ``max_overflow`` (10), ``pool_pre_ping`` (true).
         A bad value is InvalidURIError (from the URL) or
         InvalidStorageOptionError (a keyword argument), naming the setting."""
-        parsed = sql_migrate.parse_sql_url(url)
-        backend = parsed.get_backend_name()
-        settings, rest = store_options.resolve(
-            f"{backend} store",
-            list(parsed.query.items()),
+        engine, parsed, settings = sql_engine.open_engine(
+            url,
             {
                 "io_timeout": io_timeout,
                 "connect_timeout": connect_timeout,
@@ -487,75 +244,18 @@ class SqlManifestStore:
                 "max_overflow": max_overflow,
                 "pool_pre_ping": pool_pre_ping,
             },
-            _SETTINGS,
-            _DEFAULTS,
-            driver_keys=_driver_keys(backend),
         )
-        if backend in ("mysql", "mariadb"):
-            for key, _ in rest:
-                if key in _MYSQL_IO_KEYS:
-                    raise InvalidURIError(f"{backend} store URL: set io_timeout instead of {key!r} (it sets both)")
-        parsed = parsed.set(query=dict(rest))  # our settings never reach the driver
-        io_timeout = settings["io_timeout"]
-        busy_timeout_ms = settings["busy_timeout_ms"]
-        connect_args = _connect_args(backend, busy_timeout_ms, settings["connect_timeout"], io_timeout, parsed.query)
-        kwargs: dict[str, Any] = {
-            "isolation_level": "AUTOCOMMIT",
-            "pool_reset_on_return": None,  # autocommit leaves no transaction to roll back
-            "connect_args": connect_args,
-        }
-        if _SKIP_ROLLBACK_SUPPORTED:  # SQLAlchemy >= 2.0.43: no ROLLBACK round trip per checkout
-            kwargs["skip_autocommit_rollback"] = True
-        pre_ping = settings["pool_pre_ping"]
-        if backend != "sqlite":
-            kwargs.update(
-                pool_size=settings["pool_size"],
-                max_overflow=settings["max_overflow"],
-                # pinged by _install_ping when idle (PostgreSQL: under the attempt's deadline)
-                pool_pre_ping=False,
-                pool_recycle=1800,
-            )
-        else:
-            # pooled (a connection's setup and close cost more than a commit's
-            # statement), but never open across fork(): see _close_sqlite_before_fork
-            kwargs.update(poolclass=sa.pool.QueuePool, pool_size=settings["pool_size"], max_overflow=-1)
-        engine = sql_migrate.create_sql_engine(parsed, **kwargs)
-        db_file = None
-        if backend == "sqlite" and parsed.database and parsed.database != ":memory:":
-            db_file = os.path.abspath(parsed.database)
-        if backend == "sqlite":
-            _install_sqlite_pragmas(engine, busy_timeout_ms, db_file)
-        elif pre_ping:
-            _install_ping(engine, io_timeout, backend)
         store = cls(engine, parsed)
-        store._io_timeout = io_timeout
-        migrate = create if create is not None else backend == "sqlite"
-        try:
-            if migrate:
-                store._refuse_foreign_table()
-                # no statement_timeout: a migration may wait long for another process's migration lock
-                migrate_args = _connect_args(
-                    backend,
-                    busy_timeout_ms,
-                    settings["connect_timeout"],
-                    io_timeout,
-                    parsed.query,
-                    server_timeout=False,
-                )
-                migrate_engine = sql_migrate.create_sql_engine(
-                    parsed, poolclass=sa.pool.NullPool, connect_args=migrate_args
-                )
-                try:
-                    sql_migrate.upgrade(migrate_engine)
-                finally:
-                    migrate_engine.dispose()
-            if check:
-                store.check()
-        except BaseException:
-            store.close()
-            raise
-        store._db_file = db_file
-        store._db_file_id = _file_id(db_file)
+        store._io_timeout = settings["io_timeout"]
+
+        def provision(store: SqlManifestStore) -> None:
+            store._refuse_foreign_table()
+            sql_engine.migrate(parsed, settings)
+
+        migrate = create if create is not None else parsed.get_backend_name() == "sqlite"
+        provisioned(store, provision if migrate else None, check=check)
+        store._db_file = sql_engine.database_file(parsed)
+        store._db_file_id = sql_engine.file_id(store._db_file)
         return store
 
     _db_file: str | None = None
@@ -564,7 +264,7 @@ class SqlManifestStore:
     def replaced(self) -> bool:
         """Whether this SQLite store's database file was deleted or replaced
         since the store was opened (then open the URL anew)."""
-        return self._db_file is not None and _file_id(self._db_file) != self._db_file_id
+        return self._db_file is not None and sql_engine.file_id(self._db_file) != self._db_file_id
 
     # ------------------------------------------------------------ the protocol
     def identity(self) -> str:
@@ -576,17 +276,7 @@ class SqlManifestStore:
         any) has the same incarnation, in one statement; False when the row
         already held this transaction."""
         check_record(record, max_id_chars=MAX_ID_CHARS)
-        params = {
-            "h": table_hash(record.table_key),
-            "v": record.version,
-            "pv": record.version - 1,
-            "key": record.table_key,
-            "path": record.path,
-            "size": record.size,
-            "txn": record.transaction_uuid,
-            "inc": record.incarnation,
-        }
-        params.update(h2=params["h"], inc2=record.incarnation, pv2=params["pv"])
+        params = _reserve_params(record)
         what = f"reserve {record.table_key} v{record.version}"
         try:
             inserted = self._write(lambda c: c.execute(RESERVE, params).rowcount, what)
@@ -682,18 +372,7 @@ class SqlManifestStore:
             conn = conn.execution_options(isolation_level=_TXN_ISOLATION.get(self._backend, "READ COMMITTED"))
             with conn.begin():
                 for r in records:
-                    params = {
-                        "h": table_hash(r.table_key),
-                        "v": r.version,
-                        "pv": r.version - 1,
-                        "key": r.table_key,
-                        "path": r.path,
-                        "size": r.size,
-                        "txn": r.transaction_uuid,
-                        "inc": r.incarnation,
-                    }
-                    params.update(h2=params["h"], inc2=r.incarnation, pv2=params["pv"])
-                    if conn.execute(RESERVE, params).rowcount != 1:
+                    if conn.execute(RESERVE, _reserve_params(r)).rowcount != 1:
                         raise IncarnationMismatchError(
                             f"reserve {r.table_key} v{r.version}: version {r.version - 1} is missing or belongs "
                             "to another incarnation; reload the table"
@@ -727,7 +406,7 @@ class SqlManifestStore:
         older than Tessera's) or the row is unusable, StoreUnavailableError
         when unreachable, AmbiguousStoreError when the insert's outcome is
         unknown and the row cannot be read back (call again)."""
-        cached = getattr(self, "_store_id", None)
+        cached = self._store_id
         if cached is not None:
             return cached
         found = self._read_store_id()
@@ -756,14 +435,8 @@ class SqlManifestStore:
         from alembic.runtime.migration import MigrationContext
 
         def read_schema(conn: Connection) -> tuple[dict[str, tuple[list[ReflectedColumn], list[str]]], str | None]:
-            insp = sa.inspect(conn)
-            found = {}
-            for name in TABLES:
-                if insp.has_table(name):
-                    pk = list(insp.get_pk_constraint(name).get("constrained_columns") or [])
-                    found[name] = (insp.get_columns(name), pk)
             ctx = MigrationContext.configure(conn, opts={"version_table": sql_migrate.VERSION_TABLE})
-            return found, ctx.get_current_revision()
+            return _reflect_tables(conn), ctx.get_current_revision()
 
         found, revision = self._read(read_schema)
         where = f"{self._identity}"
@@ -818,17 +491,7 @@ class SqlManifestStore:
         """Before upgrading: a same-named table that is not ours (other
         columns, types, nullability or primary key) is an error, not something
         to migrate over (nothing is written)."""
-
-        def read_schema(conn: Connection) -> dict[str, tuple[list[ReflectedColumn], list[str]]]:
-            insp = sa.inspect(conn)
-            found = {}
-            for name in TABLES:
-                if insp.has_table(name):
-                    pk = list(insp.get_pk_constraint(name).get("constrained_columns") or [])
-                    found[name] = (insp.get_columns(name), pk)
-            return found
-
-        for name, (columns, pk) in self._read(read_schema).items():
+        for name, (columns, pk) in self._read(_reflect_tables).items():
             self._check_columns(name, columns, pk)
 
     def _read_store_id(self) -> str | None:
@@ -843,17 +506,17 @@ class SqlManifestStore:
             )
         return value
 
-    def _connect(self, attempt: _Attempt | None = None) -> Connection:
+    def _connect(self, attempt: Attempt | None = None) -> Connection:
         """A pooled connection (pinged, on PostgreSQL within ``attempt``'s deadline)."""
-        _CHECKOUT.attempt = attempt or _Attempt(self._io_timeout)
+        CHECKOUT.attempt = attempt or Attempt(self._io_timeout)
         try:
             return self._engine.connect()
         except (sa_exc.DBAPIError, sa_exc.TimeoutError) as exc:
-            raise StoreUnavailableError(f"cannot connect to {self._identity}: {_orig(exc)}") from exc
+            raise StoreUnavailableError(f"cannot connect to {self._identity}: {orig(exc)}") from exc
         finally:
-            _CHECKOUT.attempt = None
+            CHECKOUT.attempt = None
 
-    def _guarded(self, conn: Connection, attempt: _Attempt, fn: Callable[[Connection], T]) -> T:
+    def _guarded(self, conn: Connection, attempt: Attempt, fn: Callable[[Connection], T]) -> T:
         """``fn(conn)``; on PostgreSQL under the watchdog until ``attempt``'s
         deadline.  A connection the watchdog cut is invalidated (closed and
         dropped from the pool), even if ``fn`` got its answer just in time."""
@@ -864,40 +527,40 @@ class SqlManifestStore:
                 f"{self._identity} did not answer within io_timeout={attempt.io_timeout:g}s (nothing was sent)"
             )
         try:
-            timer = _WATCHDOG.arm(_pg_socket(conn.connection.dbapi_connection), attempt)
+            timer = WATCHDOG.arm(pg_socket(conn.connection.dbapi_connection), attempt)
         except Exception as exc:  # noqa: BLE001 - psycopg: the connection is already broken
             conn.invalidate()
             raise StoreUnavailableError(f"connection to {self._identity} is unusable: {exc}") from exc
         try:
             return fn(conn)
         finally:
-            if _WATCHDOG.disarm(timer) and not conn.invalidated:
+            if WATCHDOG.disarm(timer) and not conn.invalidated:
                 conn.invalidate()
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
         for attempt in range(_TRANSIENT_RETRIES):
-            this = _Attempt(self._io_timeout)
+            this = Attempt(self._io_timeout)
             conn = self._connect(this)
             try:
                 with conn:
                     return self._guarded(conn, this, fn)
             except sa_exc.DBAPIError as exc:
-                kind = "timeout" if this.timed_out else self._classify(exc)
+                kind = "timeout" if this.timed_out else classify(self._backend, exc)
                 if kind == "schema":
-                    raise StoreSchemaError(f"{self._identity}: {_orig(exc)}; {sql_migrate.UPGRADE_HINT}") from exc
+                    raise StoreSchemaError(f"{self._identity}: {orig(exc)}; {sql_migrate.UPGRADE_HINT}") from exc
                 if kind == "timeout":  # not retried: the bound is io_timeout, not a multiple of it
                     raise StoreUnavailableError(
-                        f"read from {self._identity}: no answer within io_timeout={self._io_timeout:g}s ({_orig(exc)})"
+                        f"read from {self._identity}: no answer within io_timeout={self._io_timeout:g}s ({orig(exc)})"
                     ) from exc
                 if kind in ("retry", "lost") and attempt < 2:
                     _backoff(attempt)
                     continue
-                raise StoreUnavailableError(f"read from {self._identity} failed: {_orig(exc)}") from exc
+                raise StoreUnavailableError(f"read from {self._identity} failed: {orig(exc)}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _write(self, fn: Callable[[Connection], T], what: str) -> T:
         for attempt in range(_TRANSIENT_RETRIES):
-            this = _Attempt(self._io_timeout)
+            this = Attempt(self._io_timeout)
             conn = self._connect(this)
             try:
                 with conn:
@@ -905,65 +568,27 @@ class SqlManifestStore:
             except sa_exc.IntegrityError:
                 raise
             except sa_exc.DBAPIError as exc:
-                kind = "timeout" if this.timed_out else self._classify(exc)
+                kind = "timeout" if this.timed_out else classify(self._backend, exc)
                 if kind == "schema":
-                    raise StoreSchemaError(f"{self._identity}: {_orig(exc)}; {sql_migrate.UPGRADE_HINT}") from exc
+                    raise StoreSchemaError(f"{self._identity}: {orig(exc)}; {sql_migrate.UPGRADE_HINT}") from exc
                 if kind == "retry" and (self._backend != "sqlite" or attempt < 1):
                     # rolled back by the database: definitely not applied (SQLite already
                     # waited busy_timeout before reporting a lock, so it is retried once)
-                    log.debug("%s: transient conflict (%s), retrying", what, _orig(exc))
+                    log.debug("%s: transient conflict (%s), retrying", what, orig(exc))
                     _backoff(attempt)
                     continue
                 if kind in ("refused", "retry"):
-                    raise StoreUnavailableError(f"{what} was rejected by {self._identity}: {_orig(exc)}") from exc
+                    raise StoreUnavailableError(f"{what} was rejected by {self._identity}: {orig(exc)}") from exc
                 if kind == "timeout":
                     raise AmbiguousStoreError(
                         f"{what}: no answer from {self._identity} within io_timeout={self._io_timeout:g}s after the "
-                        f"statement was sent ({_orig(exc)}); it may or may not have been applied - read the row back"
+                        f"statement was sent ({orig(exc)}); it may or may not have been applied - read the row back"
                     ) from exc
                 raise AmbiguousStoreError(
-                    f"{what}: the connection failed after the statement was sent ({_orig(exc)}); "
+                    f"{what}: the connection failed after the statement was sent ({orig(exc)}); "
                     "it may or may not have been applied - read the row back"
                 ) from exc
         raise StoreUnavailableError(f"{what}: gave up after {_TRANSIENT_RETRIES} lock conflicts on {self._identity}")
-
-    def _classify(self, exc: sa_exc.DBAPIError) -> str:
-        """'retry' (rolled back, try again), 'schema', 'refused' (the server
-        answered with an error: not applied), 'timeout' (no answer within
-        io_timeout: unknown, and not worth retrying) or 'lost' (no answer:
-        unknown).  PostgreSQL's client-side deadline is recognised by the
-        caller (the watchdog marks the attempt), and reported as 'timeout'."""
-        orig = _orig(exc)
-        text = str(orig).lower()
-        if self._backend == "sqlite":
-            if "locked" in text or "busy" in text:
-                return "retry"
-            if "no such table" in text or "no such column" in text or "has no column" in text:
-                return "schema"
-            if "i/o error" in text or "malformed" in text or "disk is full" in text:
-                return "lost"
-            return "refused"
-        if self._backend == "postgresql":
-            code = getattr(orig, "sqlstate", None)
-            if code in ("40P01", "40001", "55P03"):
-                return "retry"
-            if code in ("42P01", "42703"):
-                return "schema"
-            if code == "57014":
-                # query_canceled: statement_timeout (or a cancel request) stopped the
-                # statement; in autocommit it was rolled back, so a write was not applied
-                return "refused"
-            # 08xxx connection exceptions and 57Pxx (server shutting down, connection
-            # terminated): the statement may have committed before the connection died
-            return "lost" if code is None or code.startswith("08") or code.startswith("57P") else "refused"
-        code = orig.args[0] if getattr(orig, "args", None) and isinstance(orig.args[0], int) else None
-        if code in (1213, 1205):
-            return "retry"
-        if code in (1146, 1054):
-            return "schema"
-        if code == 2013 and "timed out" in text:  # pymysql's read_timeout/write_timeout (= io_timeout)
-            return "timeout"
-        return "refused" if code is not None and 0 < code < 2000 else "lost"
 
     @staticmethod
     def _render_identity(url: URL) -> str:
@@ -1012,6 +637,35 @@ class SqlSnapshot:
             self._conn.close()
 
 
+def _reflect_tables(conn: Connection) -> dict[str, tuple[list[ReflectedColumn], list[str]]]:
+    """The columns and primary key of each of Tessera's tables that exists."""
+    insp = sa.inspect(conn)
+    found = {}
+    for name in TABLES:
+        if insp.has_table(name):
+            pk = list(insp.get_pk_constraint(name).get("constrained_columns") or [])
+            found[name] = (insp.get_columns(name), pk)
+    return found
+
+
+def _reserve_params(record: VersionRecord) -> dict[str, Any]:
+    """The parameters of :data:`RESERVE` for ``record``."""
+    h = table_hash(record.table_key)
+    return {
+        "h": h,
+        "v": record.version,
+        "pv": record.version - 1,
+        "key": record.table_key,
+        "path": record.path,
+        "size": record.size,
+        "txn": record.transaction_uuid,
+        "inc": record.incarnation,
+        "h2": h,
+        "inc2": record.incarnation,
+        "pv2": record.version - 1,
+    }
+
+
 def _record(row: sa.Row[Any, Any, Any, Any, Any, Any]) -> VersionRecord:  # a row of RECORD_COLUMNS
     return VersionRecord(
         table_key=row.table_key,
@@ -1024,82 +678,14 @@ def _record(row: sa.Row[Any, Any, Any, Any, Any, Any]) -> VersionRecord:  # a ro
 
 
 def _backoff(attempt: int) -> None:
-    time.sleep(min(0.5, 0.005 * 2**attempt) * random.uniform(0.5, 1.5))
+    backoff(attempt, first=0.005, cap=0.5)
 
 
-def _connect_args(
-    backend: str,
-    busy_timeout_ms: int,
-    connect_timeout: float,
-    io_timeout: float,
-    url_query: Any = None,
-    *,
-    server_timeout: bool = True,
-) -> dict[str, Any]:
-    """The DBAPI connect arguments for the timeouts (see the module).
-
-    ``url_query`` is what the URL passes to the driver: a driver parameter
-    given there (``keepalives_idle``, ``tcp_user_timeout`` ...) is left to it,
-    and PostgreSQL's ``options`` are merged with ours (theirs come later, so a
-    ``-c statement_timeout`` of the user's wins).  ``server_timeout=False``
-    leaves out ``statement_timeout`` (migrations may wait long for a lock)."""
-    query = dict(url_query or {})
-    if backend == "sqlite":
-        return {"timeout": busy_timeout_ms / 1000, "check_same_thread": False}
-    if backend == "postgresql":
-        # libpq has no read timeout: the watchdog (see _Watchdog) bounds every attempt;
-        # keepalives and tcp_user_timeout detect a dead peer even outside store calls
-        args: dict[str, Any] = {
-            "keepalives": 1,
-            "keepalives_idle": 10,
-            "keepalives_interval": 5,
-            "keepalives_count": 3,
-            "tcp_user_timeout": max(1, int(io_timeout * 1000)),
-        }
-        args = {k: v for k, v in args.items() if k not in query}
-        args["connect_timeout"] = max(1, int(round(connect_timeout)))  # libpq: whole seconds; psycopg: at least 2
-        options = []
-        if server_timeout:
-            options.append(f"-c statement_timeout={max(1, int(io_timeout * 1000 * _STATEMENT_TIMEOUT_SHARE))}")
-        theirs = query.get("options")
-        if isinstance(theirs, str) and theirs.strip():
-            options.append(theirs.strip())
-        if options:
-            args["options"] = " ".join(options)
-        return args
-    return {"connect_timeout": connect_timeout, "read_timeout": io_timeout, "write_timeout": io_timeout}
-
-
-def _file_id(path: str | None) -> tuple[int, int] | None:
+def ensure_store_id(url: str | URL) -> str:
+    """The store id of the database at ``url`` (at the head revision),
+    creating it if absent: see :meth:`SqlManifestStore.store_id`."""
+    store = SqlManifestStore.from_url(url, create=False)
     try:
-        st = os.stat(path) if path else None
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino) if st is not None else None
-
-
-def _install_sqlite_pragmas(engine: Engine, busy_timeout_ms: int, path: str | None = None) -> None:
-    """Per connection: WAL, the busy timeout, full sync.  With ``path`` (a
-    database file), a pooled connection whose file is no longer the one at
-    ``path`` (deleted, or replaced by another database) is discarded at
-    checkout: it would read and write a database nobody else sees, and the
-    store's identity check would never meet the new one."""
-    if path:
-
-        @event.listens_for(engine, "checkout")
-        def _same_file(_dbapi_conn: Any, record: Any, _proxy: Any) -> None:
-            opened = record.info.get("tessera_file")
-            if opened is not None and _file_id(path) != opened:
-                raise sa_exc.InvalidatePoolError(f"{path} was replaced since this connection opened it")
-
-    @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_conn: Any, record: Any) -> None:
-        if path:
-            record.info["tessera_file"] = _file_id(path)
-        cur = dbapi_conn.cursor()
-        try:
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            cur.execute("PRAGMA synchronous=FULL")
-        finally:
-            cur.close()
+        return store.store_id()
+    finally:
+        store.close()

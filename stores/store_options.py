@@ -2,7 +2,7 @@
 
 Every manifest store's ``from_url`` accepts its settings (``io_timeout``,
 ``connect_timeout``, ``pool_size``, ``prefix``, ``wait_replicas`` ...) either
-as keyword arguments of :func:`stores.manifest_store.open_manifest_store` or
+as keyword arguments of :func:`stores.registry.open_manifest_store` or
 as query parameters of the store URL::
 
     postgresql+psycopg://user@host:5432/db?io_timeout=5&pool_size=10

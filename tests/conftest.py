@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import os
+import sys
 
 import pytest
 
@@ -65,30 +68,40 @@ def lance():
     return _lance
 
 
-# real services (moto, Redis, PostgreSQL, MariaDB); see tests/services.py
-# loaded by path under a unique name: putting tests/ on sys.path would let
-# tests/catalog shadow the catalog package
-import importlib.util  # noqa: E402
-import sys  # noqa: E402
+# The test helper modules, imported by these names from any test module
+# (``from tessera_test_services import TesseraServer``), loaded from their files
+# on first import: putting tests/ (or one of its folders) on sys.path would let
+# tests/catalog or tests/stores shadow the packages of the same name.
+HELPERS = {
+    "tessera_test_services": "services.py",  # real services: moto, Redis, PostgreSQL, MariaDB
+    "tessera_test_venvs": "venvs.py",  # second virtual environments (an older pylance, the lowest pyarrow)
+    "tessera_test_fault_proxy": "fault_proxy.py",  # a TCP proxy that loses replies
+    "tessera_test_http_proxy": "http_proxy.py",  # an HTTP proxy in front of moto
+    "tessera_test_store_fixtures": "stores/manifest_store_fixtures.py",  # one manifest store per backend
+    "tessera_test_matrix": "format/matrix.py",  # the type matrix of the data-file tests
+    "tessera_test_interop": "interop/clients.py",  # the interop suite's clients and comparisons
+}
+
+
+class _Helpers(importlib.abc.MetaPathFinder):
+    """Finds the modules of :data:`HELPERS` by name, in their files under tests/."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in HELPERS:
+            return None
+        return importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), HELPERS[name]))
+
+
+if not any(isinstance(f, _Helpers) for f in sys.meta_path):
+    sys.meta_path.append(_Helpers())
 
 # the repository root, so deploy/ scripts import as `deploy.<script>` in tests
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
     sys.path.append(_ROOT)
 
-_spec = importlib.util.spec_from_file_location(
-    "tessera_test_services", os.path.join(os.path.dirname(__file__), "services.py")
-)
-services = importlib.util.module_from_spec(_spec)
-sys.modules["tessera_test_services"] = services
-_spec.loader.exec_module(services)
-# second virtual environments (an older pylance, the lowest pyarrow); see tests/venvs.py
-_venvs_spec = importlib.util.spec_from_file_location(
-    "tessera_test_venvs", os.path.join(os.path.dirname(__file__), "venvs.py")
-)
-venvs = importlib.util.module_from_spec(_venvs_spec)
-sys.modules["tessera_test_venvs"] = venvs
-_venvs_spec.loader.exec_module(venvs)
+import tessera_test_services as services  # noqa: E402
+
 moto_server, mysql_url, postgres_url, redis_url = (
     services.moto_server,
     services.mysql_url,

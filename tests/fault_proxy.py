@@ -1,12 +1,10 @@
 """A loopback TCP proxy that injects the network faults a real server cannot:
 a reply that never arrives, a connection that hangs, a short outage.
 
-Import it from a test module after putting the ``tests/`` folder on
-``sys.path`` (appended, so ``tests/catalog`` and ``tests/stores`` can never
-shadow the packages of the same name)::
+Import it from a test module as ``tessera_test_fault_proxy`` (tests/conftest.py
+loads it from this file)::
 
-    sys.path.append(os.path.dirname(os.path.dirname(__file__)))
-    from fault_proxy import FaultProxy, _target, _via_proxy
+    from tessera_test_fault_proxy import FaultProxy, _target, _via_proxy
 
 Faults are triggered by a *marker*: bytes the client sends in the request
 whose reply is to be lost (a transaction uuid, a key).  See :meth:`FaultProxy.arm`.

@@ -3,7 +3,7 @@
 override :meth:`HttpProxy.handle`; :meth:`forward` and :meth:`reply` do the
 rest.  (``fault_proxy.py`` is the TCP-level proxy: lost replies by marker.)
 
-Import it after putting the ``tests/`` folder on ``sys.path`` (appended)."""
+Import it as ``tessera_test_http_proxy`` (tests/conftest.py loads it from this file)."""
 
 from __future__ import annotations
 

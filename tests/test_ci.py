@@ -31,3 +31,14 @@ def test_the_test_command_runs_in_parallel_and_single_files_need_not():
     assert "-n" not in addopts.split() and "--dist" not in addopts, addopts
     dev = pyproject["project"]["optional-dependencies"]["dev"]
     assert any(req.startswith("pytest-xdist") for req in dev), dev
+
+
+def test_pre_commit_runs_the_linters_ci_runs():
+    import yaml
+
+    config = yaml.safe_load(_read(".pre-commit-config.yaml"))
+    entries = [hook["entry"] for repo in config["repos"] for hook in repo["hooks"]]
+    ci = _read(".ci", "run").splitlines()
+    for tool in (".venv/bin/ruff check", ".venv/bin/ruff format", "scripts/typecheck.py"):
+        assert any(tool in line for line in ci), (tool, ci)
+        assert any(entry.startswith(tool) or tool in entry for entry in entries), (tool, entries)

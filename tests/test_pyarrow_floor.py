@@ -1,10 +1,12 @@
 """Tessera on the lowest pyarrow it declares (``pyarrow>=N`` in pyproject.toml).
 
 A second virtual environment, ``.venv-floor/`` (git-ignored, built by
-``tests/venvs.py`` on first use and reused while its key is unchanged: the
-floor, pyproject's dependencies and the test tools, Python, pip's
-constraints), holds pyarrow N.* and Tessera installed editable, so it runs
-the working tree's code.  In it:
+``tests/venvs.py`` on first use, or ahead of the tests by ``.ci/run``, and
+reused while its key is unchanged: the floor, pyproject's dependencies and
+the test tools, Python, pip's constraints), holds pyarrow N.* and the other
+dependencies; a ``.pth`` puts the working tree on its path, so it runs the
+working tree's code (``tessera/__init__.py`` finds the sub-packages there).
+In it:
 
 - :func:`test_no_module_uses_pyarrow_newer_than_the_floor`: every
   ``pa.x`` / ``pc.x`` / ``pyarrow.dataset.x`` ... that Tessera's modules name
@@ -16,21 +18,17 @@ the working tree's code.  In it:
   Spark) runs in one pytest subprocess and must pass.
 
 With ``CI=true`` a venv that cannot be built fails the test; elsewhere it
-skips.  The install never compiles the C accelerator (``CC=/bin/false``: the
-optional extension is skipped): an editable install would rebuild
-``format/encodings/_fastlanes*.so`` in place under the feet of the tests that
-have it loaded; the floor venv uses the one the main install built.
+skips.  Nothing is built in the working tree: the floor venv uses the C
+accelerator the main install built there.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sys
-import tomllib
 
 import pytest
-from tessera_test_venvs import ROOT, ensure_venv, run_python  # loaded by tests/conftest.py
+from tessera_test_venvs import ROOT, ensure_known, floor_version, run_python  # loaded by tests/conftest.py
 
 pytestmark = pytest.mark.slow
 
@@ -53,54 +51,16 @@ FLOOR_DESELECT = [
     # Tessera and pylance 14 choose differently for some tiny pages (lengths=[2], float64, 2.1)
     "tests/format/test_rle_write.py::test_rle_property",
 ]
-#: the dev tools the subset needs, with the versions pyproject's ``dev`` extra asks for
-#: (no pandas: Tessera does not depend on it, and the floor run catches a pyarrow call that imports it)
-TEST_TOOLS = ("pytest", "hypothesis", "pylance", "lancedb", "lance-namespace", "moto", "psycopg", "pymysql")
 #: the packages whose modules Tessera's library code imports pyarrow in
 PACKAGES = ("tessera", "catalog", "commit", "format", "stores", "migrations")
 #: the module allowed to name pyarrow features newer than the floor (behind feature detection)
 COMPAT = "format/arrow_compat.py"
 
 
-def _name(requirement: str) -> str:
-    return re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0].lower()
-
-
-def _pyproject() -> dict:
-    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        return tomllib.load(f)
-
-
-def floor_version() -> str:
-    """N of pyproject's ``pyarrow>=N``."""
-    deps = _pyproject()["project"]["dependencies"]
-    (spec,) = [d for d in deps if _name(d) == "pyarrow"]
-    m = re.search(r">=\s*([0-9][0-9.]*)", spec)
-    assert m, f"pyproject.toml declares pyarrow as {spec!r}: no floor (>=N) to test"
-    return m.group(1)
-
-
-def floor_requirements() -> list[str]:
-    """The floor venv's pip requirements: pyarrow N.*, pyproject's other
-    dependencies, the test tools, and the project itself (editable)."""
-    project = _pyproject()["project"]
-    deps = [d for d in project["dependencies"] if _name(d) != "pyarrow"]
-    tools = [d for d in project["optional-dependencies"]["dev"] if _name(d) in TEST_TOOLS]
-    return [f"pyarrow=={floor_version()}.*", *deps, *tools, "-e", ROOT]
-
-
 @pytest.fixture(scope="module")
 def floor_python() -> str:
     """The floor venv's Python (built on first use)."""
-    old = os.environ.get("CC")
-    os.environ["CC"] = "/bin/false"  # never rebuild the accelerator in the working tree
-    try:
-        python = ensure_venv("floor", floor_requirements(), timeout=1200)
-    finally:
-        if old is None:
-            os.environ.pop("CC", None)
-        else:
-            os.environ["CC"] = old
+    python = ensure_known("floor", timeout=1200)
     got = run_python(python, "-c", "import pyarrow; print(pyarrow.__version__)", text=True)
     assert got.returncode == 0, got.stderr
     assert got.stdout.strip().split(".")[0] == floor_version().split(".")[0], got.stdout

@@ -41,7 +41,7 @@ def test_two_processes_asking_at_once_build_it_once(tmp_path):
 def test_a_changed_key_rebuilds_and_a_failure_leaves_nothing(tmp_path, monkeypatch):
     python = venvs.build_venv("k", [], root=str(tmp_path))
     first = _marker(python)
-    monkeypatch.setattr(venvs, "venv_key", lambda reqs, python=None: "another-key")
+    monkeypatch.setattr(venvs, "venv_key", lambda reqs, python=None, paths=(): "another-key")
     assert venvs.build_venv("k", [], root=str(tmp_path)) == python
     assert _marker(python)["key"] == "another-key" and _marker(python)["built"] != first["built"]
     monkeypatch.undo()
@@ -58,6 +58,37 @@ def test_a_failed_build_fails_in_ci_and_skips_elsewhere(tmp_path, monkeypatch, c
     outcome = pytest.fail.Exception if ci else pytest.skip.Exception
     with pytest.raises(outcome, match=NO_PYTHON):
         venvs.ensure_venv("bad", ["pylance"], root=str(tmp_path), python=NO_PYTHON)
+
+
+def test_paths_are_on_the_venvs_path_after_its_own(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "tessera_venv_probe.py").write_text("WHERE = 'src'\n")
+    python = venvs.build_venv("p", [], root=str(tmp_path), paths=[str(src)])
+    got = venvs.run_python(python, "-c", "import tessera_venv_probe as m; print(m.WHERE)", text=True)
+    assert got.returncode == 0 and got.stdout.strip() == "src", got.stderr
+    assert venvs.venv_key([], paths=[str(src)]) != venvs.venv_key([])
+
+
+def test_the_known_venvs_can_be_built_by_name_without_pytest():
+    """``python3 tests/venvs.py NAME``: the module imports nothing outside the standard library."""
+    code = (
+        "import builtins, sys\n"
+        "real = builtins.__import__\n"
+        "def guard(name, *a, **k):\n"
+        "    assert name.split('.')[0] not in ('pytest', 'tessera'), name\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = guard\n"
+        "import runpy\n"
+        f"sys.argv = [{venvs.__file__!r}]\n"
+        f"runpy.run_path({venvs.__file__!r}, run_name='__main__')\n"
+    )
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert sorted(venvs.KNOWN) == ["floor", "lance13"]
+    requirements, paths = venvs.KNOWN["floor"]()
+    assert requirements[0] == f"pyarrow=={venvs.floor_version()}.*" and paths == [venvs.ROOT]
+    assert not any(r.startswith("-e") or r == venvs.ROOT for r in requirements)
 
 
 def test_names_are_checked():

@@ -29,7 +29,7 @@ CHECK = textwrap.dedent("""
             pass
         else:
             raise SystemExit(f"a top-level {name!r} package is importable")
-    from tessera.format.encodings import fastlanes
+    from tessera.format.file.encodings import fastlanes
     assert fastlanes.native is not None, "the wheel lacks the C accelerator"
     assert fastlanes.native.__file__.startswith(sys.prefix), fastlanes.native.__file__
     import pyarrow as pa

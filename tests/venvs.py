@@ -16,6 +16,12 @@ global constraints, ``/etc/xdg/pip/constraints.txt`` here, apply too).
 A build that fails fails the calling test with ``CI=true`` and skips it
 elsewhere (:func:`ensure_venv`); :func:`build_venv` raises :class:`VenvError`
 instead, for callers outside a test.
+
+The environments the suite uses are named in :data:`KNOWN` (their
+requirements), so ``python3 tests/venvs.py floor lance13`` builds them ahead
+of the tests: ``.ci/run`` does, on the core that the main install (one pip
+process) leaves idle.  This module imports nothing outside the standard
+library, so any Python 3.11 runs it; the key is the same as the tests'.
 """
 
 from __future__ import annotations
@@ -24,15 +30,22 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: pylance 13 for the interop suite (it needs lance-namespace before 0.12)
+LANCE13_REQUIREMENTS = ["pylance==13.0.*", "lance-namespace>=0.11.1,<0.12"]
+#: the dev tools the pyarrow-floor subset needs, with the versions pyproject's ``dev`` extra asks for
+#: (no pandas: Tessera does not depend on it, and the floor run catches a pyarrow call that imports it)
+FLOOR_TOOLS = ("pytest", "hypothesis", "pylance", "lancedb", "lance-namespace", "moto", "psycopg", "pymysql")
 #: pip's global constraints on this machine (they change what an install resolves to)
 CONSTRAINTS = ("/etc/xdg/pip/constraints.txt", "/etc/pip/constraints.txt")
 _MARKER = ".tessera-venv.json"
@@ -50,15 +63,52 @@ def venv_dir(name: str, root: str | None = None) -> str:
     return os.path.join(root or ROOT, f".venv-{name}")
 
 
-def venv_key(requirements: Sequence[str], python: str | None = None) -> str:
+def venv_key(requirements: Sequence[str], python: str | None = None, paths: Sequence[str] = ()) -> str:
     """The hash that decides whether an existing environment can be reused."""
     parts = {
         "requirements": sorted(r.strip() for r in requirements),
+        "paths": list(paths),
         "python": sys.version if python is None else os.path.realpath(python),
         "base_prefix": sys.base_prefix,
         "constraints": [_read(path) for path in CONSTRAINTS],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0].lower()
+
+
+def _pyproject() -> dict:
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)
+
+
+def floor_version() -> str:
+    """N of pyproject's ``pyarrow>=N`` (the lowest pyarrow Tessera declares)."""
+    deps = _pyproject()["project"]["dependencies"]
+    (spec,) = [d for d in deps if _name(d) == "pyarrow"]
+    m = re.search(r">=\s*([0-9][0-9.]*)", spec)
+    if m is None:
+        raise VenvError(f"pyproject.toml declares pyarrow as {spec!r}: no floor (>=N) to test")
+    return m.group(1)
+
+
+def floor_requirements() -> list[str]:
+    """The floor venv's pip requirements: pyarrow N.*, pyproject's other
+    dependencies and the test tools.  Tessera itself is not installed: the
+    venv's ``.pth`` puts the working tree on its path (:data:`KNOWN`)."""
+    project = _pyproject()["project"]
+    deps = [d for d in project["dependencies"] if _name(d) != "pyarrow"]
+    tools = [d for d in project["optional-dependencies"]["dev"] if _name(d) in FLOOR_TOOLS]
+    return [f"pyarrow=={floor_version()}.*", *deps, *tools]
+
+
+#: the environments the suite uses: name -> (requirements, directories put on its path by a .pth)
+KNOWN = {
+    "floor": lambda: (floor_requirements(), [ROOT]),
+    "lance13": lambda: (LANCE13_REQUIREMENTS, []),
+}
 
 
 def _read(path: str) -> str | None:
@@ -114,13 +164,16 @@ def build_venv(
     timeout: float = 1200,
     root: str | None = None,
     python: str | None = None,
+    paths: Sequence[str] = (),
 ) -> str:
     """The environment ``name`` with ``requirements``, built if it is missing or
     stale; the path of its Python.  Raises :class:`VenvError` on failure.
     ``root``: where to keep it instead of the repository root; ``python``: the
-    interpreter to build it from (default: this one's)."""
+    interpreter to build it from (default: this one's); ``paths``: directories
+    its Python finds modules in after its own (a ``.pth`` file), as the working
+    tree for a venv that runs Tessera's code without installing it."""
     path = venv_dir(name, root)
-    key = venv_key(requirements, python)
+    key = venv_key(requirements, python, paths)
     if _ready(path, key):
         return _python(path)
     with _locked(path + ".lock", timeout):
@@ -155,6 +208,15 @@ def build_venv(
                 shutil.rmtree(path, ignore_errors=True)
                 output = out.stdout[-2000:] + out.stderr[-4000:]
                 raise VenvError(f"building {path}: {' '.join(cmd)} exited {out.returncode}:\n{output}")
+        if paths:
+            site = subprocess.run(
+                [_python(path), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                capture_output=True,
+                text=True,
+                env=_clean_env(),
+            ).stdout.strip()
+            with open(os.path.join(site, "tessera-tests.pth"), "w", encoding="utf-8") as f:
+                f.write("".join(p + "\n" for p in paths))
         with open(os.path.join(path, _MARKER), "w", encoding="utf-8") as f:
             json.dump({"key": key, "requirements": list(requirements), "python": sys.version, "built": time.time()}, f)
         return _python(path)
@@ -181,4 +243,35 @@ def run_python(python: str, *args: str, timeout: float = 300, **kw) -> subproces
     return subprocess.run([python, *args], capture_output=True, timeout=timeout, env=env, **kw)
 
 
-__all__ = ["VenvError", "build_venv", "ensure_venv", "run_python", "venv_dir", "venv_key"]
+def ensure_known(name: str, **kw) -> str:
+    """:func:`ensure_venv` of an environment of :data:`KNOWN`, by name."""
+    requirements, paths = KNOWN[name]()
+    return ensure_venv(name, requirements, paths=paths, **kw)
+
+
+def main(names: Sequence[str]) -> int:
+    """Build the environments of :data:`KNOWN` named (``python3 tests/venvs.py floor lance13``)."""
+    for name in names:
+        requirements, paths = KNOWN[name]()
+        started = time.monotonic()
+        print(f"{build_venv(name, requirements, paths=paths)} ({time.monotonic() - started:.0f} s)", flush=True)
+    return 0
+
+
+__all__ = [
+    "FLOOR_TOOLS",
+    "KNOWN",
+    "LANCE13_REQUIREMENTS",
+    "VenvError",
+    "build_venv",
+    "ensure_known",
+    "ensure_venv",
+    "floor_requirements",
+    "floor_version",
+    "run_python",
+    "venv_dir",
+    "venv_key",
+]
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

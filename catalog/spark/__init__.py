@@ -19,8 +19,8 @@ there is none.
 Options (keys are case-insensitive, values strings).  These are all there
 are: any other key is refused with :class:`SparkOptionError`, naming the
 nearest known option, before anything is read or written (the lists are
-:data:`READ_OPTIONS` and :data:`tessera.catalog.spark.write.WRITE_OPTIONS`;
-see :mod:`tessera.catalog.spark.options`).  Of the keys Spark sets itself,
+:data:`READ_OPTIONS` and :data:`WRITE_OPTIONS`; see
+:mod:`tessera.catalog.spark.options`).  Of the keys Spark sets itself,
 only ``path`` and ``paths`` reach a Python source (``saveAsTable``,
 ``insertInto`` and ``spark.datasource.tessera.*`` session settings pass
 nothing: checked on PySpark 4.3).
@@ -155,17 +155,22 @@ from tessera.catalog.errors import (  # noqa: F401 - ReplaceWhereMismatchError: 
 )
 
 from .location import (  # noqa: F401 - re-exported: the package API
-    LOCATION_OPTIONS,
-    LOCATION_PREFIXES,
-    NAMESPACE_PREFIX,
-    STORAGE_PREFIX,
     CatalogClaim,
     NameResolver,
     TableLocation,
     normalize_uri,
     resolve_location,
+    set_name_resolver,
 )
-from .options import OptionList, SparkOptions
+from .options import (  # noqa: F401 - re-exported: the package API
+    LOCATION_OPTIONS,
+    LOCATION_PREFIXES,
+    NAMESPACE_PREFIX,
+    READ_OPTIONS,
+    STORAGE_PREFIX,
+    WRITE_OPTIONS,
+    SparkOptions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -219,15 +224,6 @@ def pushdown_refusal(spark_version: str) -> str | None:
     return None
 
 
-_default_resolver: NameResolver | None = None
-
-
-def set_name_resolver(resolver: NameResolver | None) -> None:
-    """Install the default resolver for ``.option("table", name)`` in this process."""
-    global _default_resolver
-    _default_resolver = resolver
-
-
 def _int_option(opts: Mapping[str, str], key: str, default: int | None) -> int | None:
     raw = opts.get(key)
     if raw is None or raw == "":
@@ -241,32 +237,11 @@ def _int_option(opts: Mapping[str, str], key: str, default: int | None) -> int |
     return value
 
 
-#: every option a read implements (the location's, then the read's own):
-#: :class:`TesseraDataSource` reads only these, and refuses any other
-READ_OPTIONS = OptionList(
-    "read",
-    LOCATION_OPTIONS
-    + (
-        "version",
-        "tag",
-        "columns",
-        "pushdown",
-        "filter",
-        "batch_rows",
-        "min_partitions",
-        "max_partition_bytes",
-        "rows_per_partition",
-        "read_stats_dir",
-    ),
-    LOCATION_PREFIXES,
-)
-
-
 class TesseraDataSource(DataSource):
     """``format("tessera")``: batch reads and append/overwrite writes of Tessera tables.
 
     Every option is checked against :data:`READ_OPTIONS` or
-    :data:`tessera.catalog.spark.write.WRITE_OPTIONS` when Spark plans the
+    :data:`WRITE_OPTIONS` when Spark plans the
     read (``schema()``/``reader()``) or the write (``writer()``), before
     anything is read or written: an unknown one is a :class:`SparkOptionError`
     naming the nearest known option."""
@@ -277,14 +252,10 @@ class TesseraDataSource(DataSource):
 
     def read_options(self) -> SparkOptions:
         """This source's options as a read's (unknown ones refused)."""
-        from .write import WRITE_OPTIONS
-
         return SparkOptions(self.options, READ_OPTIONS, WRITE_OPTIONS)
 
     def write_options(self) -> SparkOptions:
         """This source's options as a write's (unknown ones refused)."""
-        from .write import WRITE_OPTIONS
-
         return SparkOptions(self.options, WRITE_OPTIONS, READ_OPTIONS)
 
     #: push filters unless the ``pushdown`` option says otherwise (see :func:`register`)
@@ -345,7 +316,7 @@ class TesseraDataSource(DataSource):
             return None
         if not raw.strip():
             raise SparkOptionError('option filter is empty; give a SQL filter such as "ts >= 100" or drop it')
-        from tessera.catalog import predicate
+        from tessera.catalog.query import predicate
 
         try:
             predicate.to_expression(raw, table.schema)
@@ -366,7 +337,7 @@ class TesseraDataSource(DataSource):
         return StructType([full[c] for c in self._columns(opts, full.fieldNames())])
 
     def reader(self, schema):
-        from tessera.format import schema as lschema
+        from tessera.format.file import schema as lschema
 
         from .read import (
             DEFAULT_MAX_PARTITION_BYTES,
@@ -405,7 +376,7 @@ class TesseraDataSource(DataSource):
         )
         cls = TesseraFilteringReader if pushdown else TesseraReader
         # the index section: pushed filters prune with the version's zone maps at planning
-        return cls(plan, schema, [f.SerializeToString() for f in table.fragments], table._mfile.index_section)
+        return cls(plan, schema, [f.SerializeToString() for f in table.fragments], table.snapshot.index_section)
 
     def writer(self, schema, overwrite: bool):
         from .write import plan_write
@@ -533,6 +504,7 @@ __all__ = [
     "FORMAT",
     "LOCATION_OPTIONS",
     "READ_OPTIONS",
+    "WRITE_OPTIONS",
     "CatalogClaim",
     "PUSHDOWN_SAFE_SINCE",
     "NameResolver",

@@ -14,17 +14,16 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlparse
 
 from tessera.catalog.errors import SparkOptionError, SparkTableNameError
+from tessera.stores.errors import InvalidURIError
+from tessera.stores.uri import local_path
+
+from .options import NAMESPACE_PREFIX, STORAGE_PREFIX, SparkOptions, any_option
 
 log = logging.getLogger(__name__)
-
-STORAGE_PREFIX = "storage."
-NAMESPACE_PREFIX = "namespace."
 
 
 @dataclass(frozen=True)
@@ -88,30 +87,12 @@ def _load_resolver(spec: str) -> NameResolver:
 def normalize_uri(uri: str) -> str:
     """Spark hands paths as ``/abs``, ``file:///abs`` or (from SQL) ``file:/abs``;
     local paths become absolute, other URIs are kept."""
-    p = urlparse(uri)
-    if p.scheme.lower() == "file":
-        if p.netloc not in ("", "localhost"):
-            raise SparkOptionError(f"file URI {uri!r} names host {p.netloc!r}; use file:///absolute/path")
-        return os.path.abspath(p.path)
-    if p.scheme == "" or (len(p.scheme) == 1 and os.name == "nt"):
-        return os.path.abspath(uri)
-    return uri
+    try:
+        path = local_path(uri)
+    except InvalidURIError as exc:
+        raise SparkOptionError(str(exc)) from None
+    return uri if path is None else path
 
-
-#: options naming the table and its coordinator, storage and catalog: known
-#: to reads and writes alike (``path``/``paths`` are set by Spark's
-#: ``load()``/``save()``)
-LOCATION_OPTIONS: tuple[str, ...] = (
-    "path",
-    "paths",
-    "table",
-    "resolver",
-    "catalog",
-    "warehouse",
-    "namespace",
-    "commit_store",
-)
-LOCATION_PREFIXES: tuple[str, ...] = (STORAGE_PREFIX, NAMESPACE_PREFIX)
 
 #: how a Spark job names a table's catalog (the hint of a refused bare name)
 _SPARK_CATALOG_HINT = (
@@ -154,9 +135,7 @@ def resolve_location(options: Mapping[str, str], *, for_write: bool = False) -> 
     table the write creates (in the catalog's warehouse) rather than an error."""
     from tessera.catalog.names import bare_name_error, is_table_name
 
-    from .options import SparkOptions
-
-    opts = options if isinstance(options, SparkOptions) else SparkOptions(options, _any_option())
+    opts = options if isinstance(options, SparkOptions) else SparkOptions(options, any_option())
     storage = opts.prefixed(STORAGE_PREFIX)
     name, path = opts.get("table") or None, _single_path(opts) or None
     if name and path:
@@ -185,7 +164,7 @@ def resolve_location(options: Mapping[str, str], *, for_write: bool = False) -> 
         return _in_catalog(name, opts, storage, for_write)
     if name:
         spec = opts.get("resolver")
-        resolver = _load_resolver(spec) if spec else _default_resolver()
+        resolver = _load_resolver(spec) if spec else _default_resolver
         if resolver is None:
             err = bare_name_error(name, catalog_hint=_SPARK_CATALOG_HINT, folder_hint=repr(f"./{name}"))
             raise SparkTableNameError(str(err))
@@ -194,18 +173,6 @@ def resolve_location(options: Mapping[str, str], *, for_write: bool = False) -> 
     if not path:
         raise SparkOptionError("no table given: use .load(uri) / .save(uri) or .option('table', name)")
     return TableLocation(normalize_uri(path), opts.get("commit_store") or None, storage)
-
-
-def _any_option():
-    """Every read and write option: what :func:`resolve_location` accepts in a plain mapping."""
-    from . import READ_OPTIONS
-    from .options import OptionList
-    from .write import WRITE_OPTIONS
-
-    names = dict.fromkeys(READ_OPTIONS.names + WRITE_OPTIONS.names)
-    return OptionList(
-        "read or write", tuple(names), tuple(dict.fromkeys(READ_OPTIONS.prefixes + WRITE_OPTIONS.prefixes))
-    )
 
 
 def _in_catalog(name: str, opts: Mapping[str, str], storage: dict[str, str], for_write: bool) -> TableLocation:
@@ -247,7 +214,7 @@ def _in_catalog(name: str, opts: Mapping[str, str], storage: dict[str, str], for
 
 def _in_namespace(url: str, ident: str | None, opts: Mapping[str, str], storage: dict[str, str]) -> TableLocation:
     """The location of table ``ident`` (``ns.table``) that the REST namespace at ``url`` describes."""
-    from tessera.commit.namespace_client import _call, connect_namespace
+    from tessera.commit import call_namespace, connect_namespace
 
     if not ident:
         raise SparkOptionError(
@@ -263,7 +230,7 @@ def _in_namespace(url: str, ident: str | None, opts: Mapping[str, str], storage:
     parts = tuple(ident.split("."))
     from lance_namespace import DescribeTableRequest
 
-    described = _call(ns, "describe_table", DescribeTableRequest, id=list(parts))
+    described = call_namespace(ns, "describe_table", DescribeTableRequest, id=list(parts))
     vended = {str(k): str(v) for k, v in (described.get("storage_options") or {}).items()}
     location = str(described.get("location") or described.get("table_uri") or "")
     if not location:
@@ -274,9 +241,11 @@ def _in_namespace(url: str, ident: str | None, opts: Mapping[str, str], storage:
 #: maps a table name and the data source options to its location
 NameResolver = Callable[[str, Mapping[str, str]], TableLocation]
 
+#: the process-wide resolver of ``.option("table", name)``, set by :func:`set_name_resolver`
+_default_resolver: NameResolver | None = None
 
-def _default_resolver() -> NameResolver | None:
-    """The process-wide resolver :func:`tessera.catalog.spark.set_name_resolver` installed."""
-    from . import _default_resolver as installed
 
-    return installed
+def set_name_resolver(resolver: NameResolver | None) -> None:
+    """Install the default resolver for ``.option("table", name)`` in this process."""
+    global _default_resolver
+    _default_resolver = resolver

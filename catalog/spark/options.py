@@ -6,9 +6,8 @@ Spark hands a Python data source every ``.option(k, v)`` of the read or write
 none of them.  An option the source ignored used to change nothing without a
 word — and ``replaceWhere`` or ``partitionOverwriteMode`` in an overwrite then
 replaced the whole table.  So each direction has one list of the options it
-implements (:data:`tessera.catalog.spark.READ_OPTIONS`,
-:data:`tessera.catalog.spark.write.WRITE_OPTIONS`, next to the code that uses
-them), and :class:`SparkOptions`:
+implements (:data:`READ_OPTIONS`, :data:`WRITE_OPTIONS`, both starting with
+the :data:`LOCATION_OPTIONS` that name the table), and :class:`SparkOptions`:
 
 * refuses, before anything is read or written, every key not in the list with
   a :class:`SparkOptionError` naming it and the nearest known option
@@ -30,7 +29,16 @@ from dataclasses import dataclass
 
 from tessera.catalog.errors import SparkOptionError
 
-__all__ = ["OptionList", "SparkOptions", "UnlistedOptionError"]
+__all__ = [
+    "LOCATION_OPTIONS",
+    "LOCATION_PREFIXES",
+    "READ_OPTIONS",
+    "WRITE_OPTIONS",
+    "OptionList",
+    "SparkOptions",
+    "UnlistedOptionError",
+    "any_option",
+]
 
 
 class UnlistedOptionError(LookupError):
@@ -156,4 +164,71 @@ def _unknown_message(key: str, listed: OptionList, other: OptionList | None, cou
     return (
         f"unknown option {key!r} for a tessera {direction}{more}.{hint} Nothing was {done}. "
         f"The {direction} options are: {listed.describe()} (case-insensitive)"
+    )
+
+
+STORAGE_PREFIX = "storage."
+NAMESPACE_PREFIX = "namespace."
+RETRY_PREFIX = "commit.retry."
+
+#: options naming the table and its coordinator, storage and catalog: known
+#: to reads and writes alike (``path``/``paths`` are set by Spark's
+#: ``load()``/``save()``; see :mod:`tessera.catalog.spark.location`)
+LOCATION_OPTIONS: tuple[str, ...] = (
+    "path",
+    "paths",
+    "table",
+    "resolver",
+    "catalog",
+    "warehouse",
+    "namespace",
+    "commit_store",
+)
+LOCATION_PREFIXES: tuple[str, ...] = (STORAGE_PREFIX, NAMESPACE_PREFIX)
+
+#: every option a read implements (the location's, then the read's own):
+#: :class:`tessera.catalog.spark.TesseraDataSource` reads only these, and refuses any other
+READ_OPTIONS = OptionList(
+    "read",
+    LOCATION_OPTIONS
+    + (
+        "version",
+        "tag",
+        "columns",
+        "pushdown",
+        "filter",
+        "batch_rows",
+        "min_partitions",
+        "max_partition_bytes",
+        "rows_per_partition",
+        "read_stats_dir",
+    ),
+    LOCATION_PREFIXES,
+)
+
+#: every option a write implements (the location's, then the write's own):
+#: :func:`tessera.catalog.spark.write.plan_write` reads only these, and refuses any other
+WRITE_OPTIONS = OptionList(
+    "write",
+    LOCATION_OPTIONS
+    + (
+        "file_version",
+        "naming",
+        "max_rows_per_file",
+        "write_batch_rows",
+        "replaceWhere",
+        # Delta's, accepted only with the values that ask for what Tessera does (see write._check_delta_options)
+        "partitionOverwriteMode",
+        "mergeSchema",
+        "overwriteSchema",
+    ),
+    LOCATION_PREFIXES + (RETRY_PREFIX,),
+)
+
+
+def any_option() -> OptionList:
+    """Every read and write option: what a location accepts in a plain mapping."""
+    names = dict.fromkeys(READ_OPTIONS.names + WRITE_OPTIONS.names)
+    return OptionList(
+        "read or write", tuple(names), tuple(dict.fromkeys(READ_OPTIONS.prefixes + WRITE_OPTIONS.prefixes))
     )

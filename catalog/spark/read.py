@@ -6,7 +6,7 @@ version.  With pushdown on (:class:`TesseraFilteringReader`),
 ``pushFilters`` keeps the filters it can apply exactly and hands the rest
 back; ``partitions()`` then reads the table's zone maps (ZONEMAP indices)
 once and prunes with the pushed filters' range terms, as ``Table.scanner``
-does (:func:`tessera.catalog.pruning.terms_pruner`): fragments no zone can
+does (:func:`tessera.catalog.query.pruning.terms_pruner`): fragments no zone can
 match get no task, and each task is handed only the row ranges of the zones
 that may match.  The data source refuses pushdown on PySpark
 versions that reuse a pushed plan for other queries of the same DataFrame
@@ -49,12 +49,12 @@ except ImportError as _exc:  # pragma: no cover - pyspark is an optional depende
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
 from tessera.catalog.errors import InvalidArgumentError, SparkOptionError, UnknownColumnError
-from tessera.catalog.scan import mask_of, merge_ranges
-from tessera.commit.committer import fragment_live_rows
-from tessera.format import schema as lschema
+from tessera.catalog.query.scan import mask_of, merge_ranges
+from tessera.commit import fragment_live_rows
+from tessera.format.file import schema as lschema
 from tessera.format.protos import file_pb2, table_pb2
 from tessera.format.table.fragments import FragmentReader
-from tessera.stores.object_store import open_object_store
+from tessera.stores.registry import open_object_store
 
 from .stats import Pushed, range_terms_of, translate
 from .types import spark_arrow_schema, to_spark_batch
@@ -215,12 +215,12 @@ class TesseraReader(DataSourceReader):
     def _zone_ranges(self, frags: list[table_pb2.DataFragment]) -> list[list[tuple[int, int]] | None] | None:
         """Per fragment, the row ranges the pushed filters' range terms leave
         after the table's zone maps (None: read it whole); None: no pruning."""
-        from tessera.catalog.pruning import terms_pruner
+        from tessera.catalog.query.pruning import terms_pruner
 
         p = self.plan
         terms = range_terms_of(p.pushed, p.arrow_schema())
         if p.filter_sql:
-            from tessera.catalog.predicate import range_terms
+            from tessera.catalog.query.predicate import range_terms
 
             terms = [*terms, *range_terms(p.filter_sql, p.arrow_schema())]
         if not terms or not self._index_section:
@@ -316,7 +316,7 @@ def read_ranges(
     wanted = {p.column for p in plan.pushed}
     expr = None
     if plan.filter_sql:
-        from tessera.catalog import predicate
+        from tessera.catalog.query import predicate
 
         expr = predicate.to_expression(plan.filter_sql, schema)
         wanted |= predicate.referenced_columns(plan.filter_sql, schema)

@@ -8,9 +8,9 @@ could differ (floating point NaN ordering, nested columns, NULLs inside IN
 lists, values not representable in the column's type) are handed back.
 
 Statistics: the planning side turns the pushed comparisons into
-:class:`~tessera.catalog.predicate.RangeTerm` s (:func:`range_terms_of`) and
+:class:`~tessera.catalog.query.predicate.RangeTerm` s (:func:`range_terms_of`) and
 prunes with the table's ZONEMAP indices, the same path as ``Table.scanner``
-and the DuckDB/Polars view (:func:`tessera.catalog.pruning.terms_pruner`):
+and the DuckDB/Polars view (:func:`tessera.catalog.query.pruning.terms_pruner`):
 fragments no zone can match are not read, and each task reads only the row
 ranges of the zones that may match.  (The Spark writer once kept per-file
 min/max statistics in each data file's footer; zone maps replace them: they
@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tessera.catalog.predicate import RangeTerm
+from tessera.catalog.query.predicate import RangeTerm
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,8 @@ Where things run (see docs of :mod:`tessera.catalog.spark`):
   task and to the commit worker.
 * :meth:`TesseraWriter.write` runs in each task: it buffers Spark's Arrow
   batches into large slices, writes Lance data files under ``data/`` through
-  :class:`FragmentSink` and returns a :class:`TesseraCommitMessage` carrying the
+  :class:`~tessera.format.table.fragments.FragmentWriter` (the writer of every
+  write path) and returns a :class:`TesseraCommitMessage` carrying the
   serialized ``DataFragment`` protobufs.  A task that fails removes the files it
   wrote; files of killed attempts are orphans for ``Table.cleanup_orphans``.
 * :meth:`TesseraWriter.commit` runs once, in a driver-side worker, with the
@@ -26,7 +27,7 @@ import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO, cast
+from typing import cast
 
 import pyarrow as pa
 
@@ -35,26 +36,26 @@ try:
 except ImportError as _exc:  # pragma: no cover - pyspark is an optional dependency
     raise ImportError("the tessera Spark data source needs pyspark>=4.1: pip install 'tessera[spark]'") from _exc
 
-from tessera import format as tformat
 from tessera.catalog.errors import ReplaceWhereMismatchError, SparkOptionError, SparkWriteError
-from tessera.catalog.table import make_handler
-from tessera.commit.committer import commit_operation, commit_transaction, new_transaction
+from tessera.commit import commit_operation, commit_transaction, new_transaction, open_handler
 from tessera.commit.errors import CommitConflictError, TableNotFoundError
-from tessera.format import manifest as mf
-from tessera.format import schema as lschema
-from tessera.format.container import DATAFILE_VERSIONS, normalize_version
+from tessera.format.file import schema as lschema
+from tessera.format.file.container import normalize_version
 from tessera.format.protos import file_pb2, table_pb2
-from tessera.format.table.fragments import data_file_entry
+from tessera.format.table import manifest as mf
+from tessera.format.table.fragments import FragmentWriter
 from tessera.format.table.paths import DATA_DIR
-from tessera.stores.object_store import ObjectStore, open_object_store
+from tessera.stores.object_store import ObjectStore
+from tessera.stores.registry import open_object_store
 
-from .location import LOCATION_OPTIONS, LOCATION_PREFIXES, CatalogClaim, TableLocation, normalize_uri
-from .options import OptionList, SparkOptions
+from .location import CatalogClaim, TableLocation, normalize_uri
+from .options import READ_OPTIONS, RETRY_PREFIX, WRITE_OPTIONS, SparkOptions
 from .types import arrow_schema_for, check_append_columns, conform_batch
 
 log = logging.getLogger(__name__)
 
-RETRY_PREFIX = "commit.retry."
+#: a task's data is written once this many bytes wait (or ``write_batch_rows`` rows)
+FLUSH_BYTES = 64 << 20
 
 
 @dataclass
@@ -71,105 +72,6 @@ class TesseraCommitMessage(WriterCommitMessage):
         return [
             f"{DATA_DIR}/{df.path}" for f in map(table_pb2.DataFragment.FromString, self.fragments) for df in f.files
         ]
-
-
-class FragmentSink:
-    """Writes Arrow batches into new fragments (one data file each, ids
-    unassigned), buffering small batches into slices of ``flush_rows`` rows.
-    (Statistics for pruning are the table's zone maps, kept current after the
-    commit: see :meth:`TesseraWriter.commit`.)"""
-
-    def __init__(
-        self,
-        store: ObjectStore,
-        schema: pa.Schema,
-        fields: list[lschema.LanceField],
-        file_version: str,
-        max_rows_per_file: int,
-        flush_rows: int = 128 * 1024,
-        flush_bytes: int = 64 << 20,
-    ) -> None:
-        self.store, self.schema, self.fields = store, schema, fields
-        self.file_version, self.max_rows = file_version, max_rows_per_file
-        self.flush_rows, self.flush_bytes = flush_rows, flush_bytes
-        self.fragments: list[table_pb2.DataFragment] = []
-        self.written: list[str] = []  # finished files, relative to the table root
-        self._buf: list[pa.RecordBatch] = []
-        self._buf_rows = self._buf_bytes = 0
-        self._writer: tformat.FileWriter | None = None
-        self._out: BinaryIO | None = None
-        self._name = ""
-        self.rows = self.bytes = 0
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        if batch.num_rows == 0:
-            return
-        self._buf.append(batch)
-        self._buf_rows += batch.num_rows
-        self._buf_bytes += batch.nbytes
-        if self._buf_rows >= self.flush_rows or self._buf_bytes >= self.flush_bytes:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self._buf:
-            return
-        # the file writer buffers each column into pages itself: hand it the
-        # batches as they came (no copy)
-        batch = self._buf[0] if len(self._buf) == 1 else pa.Table.from_batches(self._buf)
-        self._buf, self._buf_rows, self._buf_bytes = [], 0, 0
-        pos = 0
-        while pos < batch.num_rows:
-            if self._writer is None:
-                self._name = f"{uuid.uuid4().hex}.lance"
-                self._out = self.store.open_output(f"{DATA_DIR}/{self._name}")
-                self._writer = tformat.FileWriter(
-                    self._out, self.schema, file_version=self.file_version, fields=self.fields
-                )
-            piece = batch.slice(pos, min(batch.num_rows - pos, self.max_rows - self._writer.num_rows))
-            self._writer.write_batch(piece)
-            pos += piece.num_rows
-            if self._writer.num_rows >= self.max_rows:
-                self._finish_file()
-
-    def _finish_file(self) -> None:
-        w, out = self._writer, self._out
-        assert w is not None and out is not None  # called only while a file is open
-        size = w.close()
-        out.close()
-        self.written.append(f"{DATA_DIR}/{self._name}")
-        frag = table_pb2.DataFragment(physical_rows=w.num_rows)
-        ids, cols = data_file_entry(self.fields, self.file_version)
-        major, minor = DATAFILE_VERSIONS[self.file_version]
-        frag.files.add(
-            path=self._name,
-            fields=ids,
-            column_indices=cols,
-            file_major_version=major,
-            file_minor_version=minor,
-            file_size_bytes=size,
-        )
-        self.fragments.append(frag)
-        self.rows += w.num_rows
-        self.bytes += size
-        self._writer = self._out = None
-
-    def finish(self) -> list[table_pb2.DataFragment]:
-        self._flush()
-        if self._writer is not None:
-            self._finish_file()
-        return self.fragments
-
-    def discard(self) -> None:
-        """Abandon the file being written and delete the finished ones."""
-        abort = getattr(self._out, "abort", None)
-        if abort is not None:
-            try:
-                abort()
-            except Exception:  # noqa: BLE001 - best effort
-                pass
-        self._writer = self._out = None
-        delete_files(self.store, self.written)
-        self.written.clear()
 
 
 def delete_files(store: ObjectStore, paths: Sequence[str]) -> int:
@@ -211,7 +113,7 @@ class WritePlan:
 
     def policy(self):
         """The job's retry policy (``commit.retry.*`` options)."""
-        from tessera.commit.retry import InvalidRetryPolicyError, RetryPolicy
+        from tessera.commit import InvalidRetryPolicyError, RetryPolicy
 
         try:
             return RetryPolicy.from_properties(self.retry)
@@ -221,42 +123,20 @@ class WritePlan:
     def handler(self):
         """The commit handler for the driver's commit, with the job's retry policy."""
         if self.namespace is not None:
-            from tessera.commit.namespace_client import NamespaceCommitHandler, connect_namespace
+            from tessera.commit import NamespaceCommitHandler, connect_namespace
 
             ns = connect_namespace(self.namespace, self.namespace_properties)
             return NamespaceCommitHandler(ns, list(self.table_id), self.policy())
-        return make_handler(self.uri, self.commit_store, self.policy())
+        return open_handler(self.uri, self.commit_store, self.policy())
 
     def fields(self) -> list[lschema.LanceField]:
         return lschema.fields_from_protos(file_pb2.Field.FromString(b) for b in self.field_protos)
-
-
-#: every option a write implements (the location's, then the write's own):
-#: :func:`plan_write` reads only these, and refuses any other
-WRITE_OPTIONS = OptionList(
-    "write",
-    LOCATION_OPTIONS
-    + (
-        "file_version",
-        "naming",
-        "max_rows_per_file",
-        "write_batch_rows",
-        "replaceWhere",
-        # Delta's, accepted only with the values that ask for what Tessera does (see _check_delta_options)
-        "partitionOverwriteMode",
-        "mergeSchema",
-        "overwriteSchema",
-    ),
-    LOCATION_PREFIXES + (RETRY_PREFIX,),
-)
 
 
 def write_options(options) -> SparkOptions:
     """``options`` checked as a write's (a :class:`SparkOptions` is kept as it is)."""
     if isinstance(options, SparkOptions):
         return options
-    from . import READ_OPTIONS
-
     return SparkOptions(options, WRITE_OPTIONS, READ_OPTIONS)
 
 
@@ -370,8 +250,8 @@ def _replace_where_expression(sql: str, schema: pa.Schema):
     """The ``replaceWhere`` predicate as an expression over ``schema`` (the
     table's: Tessera's SQL, as the ``filter`` option); SparkOptionError when it
     does not parse or type-check."""
-    from tessera.catalog import predicate
     from tessera.catalog.errors import TesseraError
+    from tessera.catalog.query import predicate
 
     try:
         return predicate.to_expression(sql, schema)
@@ -383,7 +263,7 @@ def check_replace_where(batch: pa.RecordBatch, expr, sql: str) -> None:
     """Refuse ``batch`` (ReplaceWhereMismatchError) when one of its rows does
     not match the ``replaceWhere`` predicate (a NULL result does not match,
     as a NULL row is not deleted by it either)."""
-    from tessera.catalog.scan import mask_of
+    from tessera.catalog.query.scan import mask_of
 
     ok = mask_of(expr, batch)
     if ok.all():
@@ -430,7 +310,9 @@ class TesseraWriter(DataSourceArrowWriter):
         ctx = TaskContext.get()
         p = self.plan
         store = open_object_store(p.uri, p.storage_options)
-        sink = FragmentSink(store, p.schema, p.fields(), p.file_version, p.max_rows_per_file, p.flush_rows)
+        sink = FragmentWriter(
+            store, p.schema, p.fields(), p.file_version, p.max_rows_per_file, p.flush_rows, FLUSH_BYTES
+        )
         where = _replace_where_expression(p.replace_where, p.schema) if p.replace_where is not None else None
         try:
             for batch in iterator:
@@ -481,13 +363,13 @@ class TesseraWriter(DataSourceArrowWriter):
             self._maintain_indices(store, handler)
 
     def _maintain_indices(self, store, handler) -> None:
-        """Zone maps covering the job's fragments, in a second commit (catalog/indexes.py);
+        """Zone maps covering the job's fragments, in a second commit (catalog/table/indexes.py);
         a failure there is logged and leaves the job's commit standing."""
-        from tessera.catalog.indexes import maintain
-        from tessera.catalog.table import Table
+        from tessera.catalog.table.indexes import maintain
+        from tessera.catalog.table.snapshot import TableSnapshot
 
         try:
-            table = Table(store, handler.load(store), handler=handler)
+            table = TableSnapshot(store, handler.load(store), handler)
         except Exception as exc:  # noqa: BLE001 - the job's commit stands; the next write catches up
             log.warning("tessera write job %s: zone maps not updated (%s)", self.plan.job, exc)
             return
@@ -595,17 +477,15 @@ class TesseraWriter(DataSourceArrowWriter):
         latest version (``commit_operation``), so the delete always covers the
         version the commit lands on, except rows appended concurrently, which
         stay (as Lance's delete and Delta's default isolation leave them)."""
-        from tessera.catalog.mutations import build_delete
-        from tessera.catalog.table import Table
+        from tessera.catalog.table.mutations import build_delete
+        from tessera.catalog.table.snapshot import TableSnapshot
 
         where = self.plan.replace_where
         affected: dict[str, dict] = {}
 
         def build(on):
-            view = Table(store, on, handler=handler)
-            view._affected = {}
-            deleted = build_delete(view, where)
-            affected["rows"] = view._affected
+            affected["rows"] = {}
+            deleted = build_delete(TableSnapshot(store, on, handler), where, affected["rows"])
             if deleted is None and not frags:
                 return None
             txn = new_transaction(on.version)

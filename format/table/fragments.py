@@ -17,18 +17,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from .. import deletion as ldeletion
-from .. import dictionary as ldictionary
-from .. import manifest as lmanifest
-from .. import schema as lschema
-from ..container import DATAFILE_VERSIONS
 from ..errors import CorruptFileError, FormatError, InvalidPathError, UnsupportedEncodingError
-from ..file import FileReader, FileWriter
-from ..io import RangeReader
+from ..file import dictionary as ldictionary
+from ..file import schema as lschema
+from ..file.container import DATAFILE_VERSIONS
+from ..file.datafile import FileReader, FileWriter
+from ..file.io import RangeReader
 from ..protos import table_pb2
-from ..rowids import decode_row_ids
+from . import deletion as ldeletion
+from . import manifest as lmanifest
 from . import paths
-from .store import TableStore
+from .rowids import decode_row_ids
+from .store import OutputStream, TableStore
 from .write_types import check_write_schema, conform_batch
 
 __all__ = ["check_write_schema", "conform_batch"]  # the write rule, used by every write path
@@ -45,6 +45,125 @@ def data_file_entry(fields: list[lschema.LanceField], version: str) -> tuple[lis
     return ids, list(range(len(ids)))
 
 
+class FragmentWriter:
+    """Writes Arrow batches into new fragments: one data file each, cut at
+    ``max_rows_per_file`` rows (fragment ids unassigned).
+
+    Batches must already have the table's schema (:func:`.write_types.conform_batch`).
+    Small batches are gathered until ``flush_rows`` rows or ``flush_bytes``
+    bytes are waiting (0, the default: each batch is written as it comes).
+    A file whose dictionaries would grow too large for their index type with
+    the next batch is finished first (the batch starts a file of its own).
+    :meth:`finish` returns the fragments; a write that fails calls
+    :meth:`discard`, which leaves no data file of this writer behind.
+    Used by every write path: ``Table``'s writes and the Spark tasks.
+    """
+
+    def __init__(
+        self,
+        store: TableStore,
+        schema: pa.Schema,
+        fields: list[lschema.LanceField],
+        file_version: str,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        flush_rows: int = 0,
+        flush_bytes: int = 0,
+    ) -> None:
+        self.store, self.schema, self.fields = store, schema, fields
+        self.file_version, self.max_rows = file_version, max_rows_per_file
+        self.flush_rows, self.flush_bytes = flush_rows, flush_bytes
+        self.fragments: list[table_pb2.DataFragment] = []
+        #: the finished data files, relative to the table's root
+        self.written: list[str] = []
+        #: rows and bytes of the finished data files
+        self.rows = self.bytes = 0
+        self._buf: list[pa.RecordBatch] = []
+        self._buf_rows = self._buf_bytes = 0
+        self._writer: FileWriter | None = None
+        self._out: OutputStream | None = None
+        self._name = ""
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Write ``batch`` (or keep it until enough rows or bytes wait)."""
+        if batch.num_rows == 0:
+            return
+        self._buf.append(batch)
+        self._buf_rows += batch.num_rows
+        self._buf_bytes += batch.nbytes
+        if self._buf_rows >= self.flush_rows or self._buf_bytes >= self.flush_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buf:
+            return
+        # the file writer buffers each column into pages itself: hand it the
+        # batches as they came (no copy)
+        batch = self._buf[0] if len(self._buf) == 1 else pa.Table.from_batches(self._buf)
+        self._buf, self._buf_rows, self._buf_bytes = [], 0, 0
+        if self._writer is not None and self._writer.num_rows and not self._writer.dictionaries_fit(batch):
+            self._finish_file()  # dictionaries too many for the index type together: a file of their own
+        pos = 0
+        while pos < batch.num_rows:
+            if self._writer is None:
+                self._name = paths.new_data_file_name()
+                self._out = self.store.open_output(paths.data_path(self._name))
+                self._writer = FileWriter(self._out, self.schema, file_version=self.file_version, fields=self.fields)
+            take = min(batch.num_rows - pos, self.max_rows - self._writer.num_rows)
+            self._writer.write_batch(batch.slice(pos, take))
+            pos += take
+            if self._writer.num_rows >= self.max_rows:
+                self._finish_file()
+
+    def _finish_file(self) -> None:
+        w, out = self._writer, self._out
+        assert w is not None and out is not None  # called only while a file is open
+        size = w.close()
+        out.close()
+        self._writer = self._out = None
+        self.written.append(paths.data_path(self._name))
+        frag = table_pb2.DataFragment(physical_rows=w.num_rows)
+        ids, cols = data_file_entry(self.fields, self.file_version)
+        major, minor = DATAFILE_VERSIONS[self.file_version]
+        frag.files.add(
+            path=self._name,
+            fields=ids,
+            column_indices=cols,
+            file_major_version=major,
+            file_minor_version=minor,
+            file_size_bytes=size,
+        )
+        self.fragments.append(frag)
+        self.rows += w.num_rows
+        self.bytes += size
+
+    def finish(self) -> list[table_pb2.DataFragment]:
+        """Write what waits, finish the open file; the fragments written."""
+        self._flush()
+        if self._writer is not None:
+            self._finish_file()
+        return self.fragments
+
+    def discard(self) -> None:
+        """Abandon the file being written (a partial data file never appears)
+        and delete the finished ones (best effort: what is left is an orphan
+        for ``cleanup_orphans``)."""
+        if self._out is not None:
+            try:
+                self._out.abort()
+            except Exception:  # noqa: BLE001 - the write's own error is the one to raise
+                pass
+        self._writer = self._out = None
+        self._buf, self._buf_rows, self._buf_bytes = [], 0, 0
+        delete = getattr(self.store, "delete", None)
+        if delete is not None:
+            for path in self.written:
+                try:
+                    delete(path)
+                except Exception:  # noqa: BLE001 - the write's own error is the one to raise
+                    pass
+        self.written.clear()
+
+
 def write_fragments(
     store: TableStore,
     batches: Iterable[pa.RecordBatch],
@@ -54,7 +173,8 @@ def write_fragments(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     data_schema: pa.Schema | None = None,
 ) -> list[table_pb2.DataFragment]:
-    """Write ``batches`` into new fragments (ids unassigned), one file each.
+    """Write ``batches`` into new fragments (ids unassigned), one file each,
+    through a :class:`FragmentWriter`.
 
     Every batch is conformed to ``schema`` by pylance's write rule
     (:func:`.write_types.conform_batch`); ``data_schema``, the schema of the
@@ -63,71 +183,14 @@ def write_fragments(
     raises :class:`SchemaMismatchError` and leaves no data file behind."""
     if data_schema is not None:
         check_write_schema(data_schema, schema)
-    frags: list[table_pb2.DataFragment] = []
-    writer = None
-    out = None
-    name = ""
-    finished: list[str] = []  # data files of this call, removed again if it fails
-
-    def finish() -> None:
-        nonlocal writer, out
-        if writer is None:
-            return
-        size = writer.close()
-        out.close()
-        frag = table_pb2.DataFragment(physical_rows=writer.num_rows)
-        ids, cols = data_file_entry(fields, file_version)
-        major, minor = DATAFILE_VERSIONS[file_version]
-        frag.files.add(
-            path=name,
-            fields=ids,
-            column_indices=cols,
-            file_major_version=major,
-            file_minor_version=minor,
-            file_size_bytes=size,
-        )
-        frags.append(frag)
-        finished.append(name)
-        writer = out = None
-
+    writer = FragmentWriter(store, schema, fields, file_version, max_rows_per_file)
     try:
         for batch in batches:
-            batch = conform_batch(batch, schema)
-            if batch.num_rows == 0:
-                continue
-            pos = 0
-            if writer is not None and writer.num_rows and not writer.dictionaries_fit(batch):
-                finish()  # dictionaries too many for the index type together: a file of their own
-            while pos < batch.num_rows:
-                if writer is None:
-                    name = paths.new_data_file_name()
-                    out = store.open_output(paths.data_path(name))
-                    writer = FileWriter(out, schema, file_version=file_version, fields=fields)
-                take = min(batch.num_rows - pos, max_rows_per_file - writer.num_rows)
-                writer.write_batch(batch.slice(pos, take))
-                pos += take
-                if writer.num_rows >= max_rows_per_file:
-                    finish()
-        finish()
+            writer.add(conform_batch(batch, schema))
+        return writer.finish()
     except BaseException:
-        if out is not None and hasattr(out, "abort"):
-            out.abort()  # a partial data file never appears
-        _remove(store, finished)
+        writer.discard()
         raise
-    return frags
-
-
-def _remove(store: TableStore, names: list[str]) -> None:
-    """Best effort: delete data files ``names`` of a write that failed (what
-    is left is an orphan for ``cleanup_orphans``)."""
-    delete = getattr(store, "delete", None)
-    if delete is None:
-        return
-    for n in names:
-        try:
-            delete(paths.data_path(n))
-        except Exception:  # noqa: BLE001 - the write's own error is the one to raise
-            pass
 
 
 def one_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -208,7 +271,7 @@ def open_data_file(store: TableStore, name: str, size: int = 0) -> RangeReader:
 def sidecar_opener(store: TableStore, name: str):
     """Opens the blob v2 sidecar files of data file ``name`` (relative to
     ``data/``), through the table's store: ``data/<stem>/<sidecar>``."""
-    from ..blob import data_file_stem
+    from ..file.blob import data_file_stem
 
     stem = data_file_stem(name)
 

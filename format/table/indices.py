@@ -38,15 +38,14 @@ from __future__ import annotations
 import uuid as uuidlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 from pyroaring import BitMap
 
 from ..errors import FormatError
-from ..file import FileReader
-from ..io import RangeReader
+from ..file.datafile import FileReader
 from ..protos import table_pb2, transaction_pb2
+from .store import RangeSource
 
 #: index kinds (the ``index_details`` type name) that hold stable row ids on
 #: a table with them, up to this ``index_version``
@@ -67,10 +66,6 @@ SYSTEM_INDICES = ("__lance_frag_reuse", "__lance_mem_wal")
 #: Rewrite ``transaction_properties`` key: the (index, group) pairs whose
 #: coverage does not follow the group (``uuidhex:group;...``), see :func:`unfollowed`
 UNFOLLOWED = "tessera.rewrite.unfollowed"
-
-
-class _Store(Protocol):
-    def open_reader(self, path: str, size: int | None = None) -> RangeReader: ...
 
 
 @dataclass(frozen=True)
@@ -98,7 +93,7 @@ def fragments(meta: table_pb2.IndexMetadata) -> BitMap | None:
     return BitMap.deserialize(bytes(meta.fragment_bitmap)) if meta.fragment_bitmap else None
 
 
-def held_row_ids(store: _Store, meta: table_pb2.IndexMetadata) -> np.ndarray | None:
+def held_row_ids(store: RangeSource, meta: table_pb2.IndexMetadata) -> np.ndarray | None:
     """The row ids a ranked index holds (the ``_rowid`` column of a vector
     index's ``auxiliary.idx``, of an FTS index's ``part_*_docs.lance``); None
     when its files are not laid out so (or cannot be read)."""

@@ -18,9 +18,8 @@ import numpy as np
 
 from ..errors import CorruptFileError
 from ..protos import table_pb2
-from ..rowids import (
+from .rowids import (
     CREATED_AT_FIELDS,
-    ByteSource,
     RowIdSequence,
     constant_versions,
     decode_row_ids,
@@ -28,6 +27,7 @@ from ..rowids import (
     encode_versions,
     read_versions,
 )
+from .store import ObjectReader
 
 
 class MovedRows:
@@ -42,7 +42,7 @@ class MovedRows:
     life; the commit adds the ids of the inserted rows, their created-at, and
     every row's last-updated-at (the committing version, known only then)."""
 
-    def __init__(self, source: ByteSource | None) -> None:
+    def __init__(self, source: ObjectReader | None) -> None:
         self.source = source
         self._ids: list[np.ndarray] = []
         self._created: list[np.ndarray] = []

@@ -2,7 +2,7 @@
 
 These are Lance's own names: pylance reads and writes the same layout, so none
 of them may change.  A manifest's or transaction's *file name* (without its
-folder) is built in :mod:`tessera.format.manifest`; this module puts names into
+folder) is built in :mod:`tessera.format.table.manifest`; this module puts names into
 their folders::
 
     _versions/{manifest}              committed manifests (V1 or V2 names)
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import uuid
 
-from ..manifest import NamingScheme, manifest_name, transaction_file_name
 from ..protos import table_pb2
+from .manifest import NamingScheme, manifest_name, transaction_file_name
 
 VERSIONS_DIR = "_versions"
 TRANSACTIONS_DIR = "_transactions"

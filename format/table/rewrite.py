@@ -17,10 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import rowids as lrowids
-from .. import schema as lschema
 from ..errors import RewriteError
+from ..file import schema as lschema
 from ..protos import table_pb2
+from . import rowids as lrowids
 from .fragments import FragmentReader, write_fragments
 from .store import TableStore
 

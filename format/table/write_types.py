@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import SchemaMismatchError, UnsupportedTypeError
-from ..schema import logical_type_of
+from ..file.schema import logical_type_of
 
 _VIEWS = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
 

@@ -94,7 +94,8 @@ def tessera_case(uri: str, commit_store=None, storage_options=None):
             assert t.count_rows() == n + 1
         finally:
             if commit_store is not None:  # the shared databases keep nothing of the bench's
-                from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
+                from tessera.stores.registry import open_manifest_store
+                from tessera.stores.uri import normalize_table_uri
 
                 ms = open_manifest_store(commit_store)
                 ms.delete_table(normalize_table_uri(uri))

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from tessera import format
-from tessera.format.v21 import dictionary_encode
+from tessera.format.file.v21.write import dictionary as dictionary_encode
 
 
 def main(argv=None) -> None:

@@ -37,7 +37,7 @@ import pyarrow as pa
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from tessera.catalog import Table  # noqa: E402
-from tessera.catalog.rowid_index import RowIdIndex  # noqa: E402
+from tessera.catalog.table.rowid_index import RowIdIndex  # noqa: E402
 
 
 def make_batches(rows: int, batch: int = 1_000_000):

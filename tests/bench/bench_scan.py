@@ -107,7 +107,7 @@ def run(where: str, args, data: pa.Table) -> list[tuple]:
     import lance
 
     from tessera.catalog import Table
-    from tessera.format.file import clear_parsed_cache
+    from tessera.format.file.datafile import clear_parsed_cache
 
     rows = data.num_rows
     per_frag = -(-rows // args.fragments)
@@ -219,9 +219,9 @@ def main() -> None:
 
 def utf8_cost(args, data: pa.Table) -> None:
     """Tessera's scans with and without the UTF-8 check of string data, alternating
-    in one process (the check switched off by replacing format.utf8's entry points)."""
+    in one process (the check switched off by replacing format.file.utf8's entry points)."""
     from tessera.catalog import Table
-    from tessera.format import utf8
+    from tessera.format.file import utf8
 
     checks = (utf8.check_chunks, utf8.check_array)
     work = tempfile.mkdtemp(prefix="bench-utf8-")

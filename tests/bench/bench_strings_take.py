@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tessera import format as tformat
-from tessera.format.encodings import fsst
+from tessera.format.file.encodings import fsst
 
 
 def best(f, repeat: int) -> float:

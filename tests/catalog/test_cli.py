@@ -13,6 +13,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from tessera_test_services import fresh_database
 
 from tessera.catalog.cli import main
 
@@ -21,8 +22,10 @@ from tessera.catalog.cli import main
 def env(request, tmp_path):
     wh = str(tmp_path / "wh")
     args = ["--warehouse", wh]
-    if request.param != "sqlite":
-        args = ["--catalog", request.getfixturevalue(f"{request.param}_url")] + args
+    if request.param != "sqlite":  # a database of its own: `table list` lists every namespace's tables
+        url, drop = fresh_database(request.getfixturevalue(f"{request.param}_url"))
+        request.addfinalizer(drop)
+        args = ["--catalog", url] + args
     ns = f"cli_{uuid.uuid4().hex[:8]}"
     return args, ns, tmp_path
 
@@ -115,7 +118,7 @@ def test_store_check(env, tmp_path, redis_url):
     args, _, _ = env
     import os
 
-    from tessera.stores.manifest_store import open_manifest_store
+    from tessera.stores.registry import open_manifest_store
 
     missing = run(args, "store", "check", f"sqlite:///{tmp_path}/s.db", ok=False)
     assert missing.exit_code == 2 and "nothing is there" in missing.output
@@ -207,7 +210,7 @@ def test_json_output_of_listing_commands(env):
         run(args, "table", "drop", name, "--purge", "--yes", ok=False)
         run(args, "namespace", "drop", ns, ok=False)
     db = tmp / "store.db"
-    from tessera.stores.manifest_store import open_manifest_store
+    from tessera.stores.registry import open_manifest_store
 
     open_manifest_store(f"sqlite:///{db}").close()
     chk = json.loads(run(args, "store", "check", f"sqlite:///{db}", "-o", "json").stdout)

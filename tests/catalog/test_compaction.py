@@ -8,11 +8,11 @@ import pyarrow as pa
 import pytest
 
 from tessera.catalog import Table
-from tessera.catalog.compaction import plan
 from tessera.catalog.errors import InvalidArgumentError
+from tessera.catalog.table.compaction import plan
 from tessera.commit import conflicts
-from tessera.commit.committer import new_transaction
-from tessera.format import rowids as R
+from tessera.commit.operation import new_transaction
+from tessera.format.table import rowids as R
 
 
 def _data(a: int, b: int) -> pa.Table:
@@ -83,7 +83,7 @@ def test_plan_follows_lance():
                 f = self.manifest.fragments.add(id=fid, physical_rows=rows)
                 if deleted:
                     f.deletion_file.num_deleted_rows = deleted
-            self._mfile = type("M", (), {"index_section": None})()
+            self.index_section = None
 
     ids = lambda groups: [[f.id for f in g] for g in groups]  # noqa: E731
     t = Fake([(0, 50, 0), (1, 50, 0), (2, 500, 0), (3, 50, 0), (4, 500, 100), (5, 50, 0), (6, 50, 0)])

@@ -15,8 +15,8 @@ import pyarrow.dataset as pads
 import pytest
 
 from tessera.catalog import Table
-from tessera.catalog.arrow_dataset import TesseraDataset
 from tessera.catalog.errors import TesseraError
+from tessera.catalog.query.arrow_dataset import TesseraDataset
 
 
 def test_duckdb_group_by_pushes_projection_and_filter(tmp_path):
@@ -219,7 +219,7 @@ def test_dataset_bad_input_raises_typed_errors(orders):
 def test_streams_close_at_exit_hook(orders):
     """The exit hook closes a stream left half read: its readers close and a
     later pull ends the stream."""
-    from tessera.catalog import arrow_dataset
+    from tessera.catalog.query import stream as arrow_dataset
 
     t, _ = orders
     reader = t.to_batches(batch_size=100)

@@ -22,9 +22,9 @@ import pyarrow as pa
 import pytest
 
 from tessera.catalog import Table
-from tessera.catalog.indexes import build_index_transaction
-from tessera.commit.committer import commit_transaction
+from tessera.catalog.table.indexes import build_index_transaction
 from tessera.commit.errors import IndexReplacedError
+from tessera.commit.operation import commit_transaction
 from tessera.format.table import paths
 
 lance = pytest.importorskip("lance")
@@ -196,7 +196,7 @@ def test_an_index_built_before_a_concurrent_drop_of_its_column_is_not_committed(
     path = str(tmp_path / "t.lance")
     t = Table.create(path, _rows(0, 256), max_rows_per_file=128)
     base = t._mfile
-    txn = build_index_transaction(t, ["z"])  # the zone map's files are written, the entry not yet committed
+    txn = build_index_transaction(t.snapshot, ["z"])  # the zone map's files are written, the entry not yet committed
     assert txn is not None
     Table.open(path).drop_columns(["z"])
     with pytest.raises(IndexReplacedError, match="dropped a column"):
@@ -247,7 +247,7 @@ def test_orphan_cleanup_removes_index_folders(tmp_path):
     an empty index folder an older clean-up left goes too, once old."""
     path = str(tmp_path / "t.lance")
     t = Table.create(path, _rows(0, 256))
-    txn = build_index_transaction(t, ["z"])  # written, never committed: an orphan
+    txn = build_index_transaction(t.snapshot, ["z"])  # written, never committed: an orphan
     assert txn is not None
     (orphan,) = _index_dirs(path)
     leftover = os.path.join(path, paths.INDICES_DIR, str(uuidlib.uuid4()))

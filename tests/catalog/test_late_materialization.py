@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tessera.catalog import Table
-from tessera.catalog import scan as scan_mod
+from tessera.catalog.query import scan as scan_mod
 from tessera.format.table.fragments import FragmentReader
 
 N = 12_000

@@ -15,7 +15,7 @@ import pytest
 from tessera_test_services import TesseraServer
 
 import tessera
-from tessera.catalog.server import OPS
+from tessera.catalog.namespace.routes import OPS
 
 lancedb = pytest.importorskip("lancedb")
 pytest.importorskip("starlette")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import threading
 import time
 
@@ -393,8 +392,7 @@ def test_tessera_writes_through_the_server_with_its_token(server, cat):
 def test_a_lost_reply_to_version_create_ends_in_one_commit(server, cat):
     """A proxy drops the reply of /version/create after the server committed:
     pylance reads the version back, finds its own manifest and succeeds."""
-    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from fault_proxy import FaultProxy
+    from tessera_test_fault_proxy import FaultProxy
 
     ns = server.client()
     ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["lossy"]))

@@ -117,10 +117,10 @@ def test_only_a_restore_of_this_tables_own_version_skips_the_incarnation_check(t
     from lance_namespace import CreateTableVersionRequest
     from lance_namespace import errors as nserr
 
-    from tessera.commit.committer import new_transaction
+    from tessera.commit.handlers.namespace_client import root_relative
     from tessera.commit.lineage import CONFIG_INCARNATION
-    from tessera.commit.namespace_client import root_relative
-    from tessera.format import manifest as mf
+    from tessera.commit.operation import new_transaction
+    from tessera.format.table import manifest as mf
     from tessera.format.table import paths
 
     ns = TesseraNamespace(warehouse=str(tmp_path / "wh"), commit_store="native")

@@ -84,7 +84,7 @@ VERSIONS = ("2.0", "2.1", "2.2")
 
 
 def _manifest_fields(uri: str) -> dict:
-    from tessera.format.manifest import read_manifest
+    from tessera.format.table.manifest import read_manifest
 
     path = max(Path(uri, "_versions").glob("*.manifest"), key=lambda p: p.stat().st_mtime_ns)
     return {f.name: f for f in read_manifest(path.read_bytes()).manifest.fields}

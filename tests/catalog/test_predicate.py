@@ -25,7 +25,7 @@ from tessera.catalog.errors import (
     UnknownColumnError,
     UnsupportedPredicateError,
 )
-from tessera.catalog.predicate import filter_mask, referenced_columns, to_expression, to_sql
+from tessera.catalog.query.predicate import filter_mask, referenced_columns, to_expression, to_sql
 
 UTC = dt.UTC
 
@@ -904,7 +904,7 @@ def test_function_results(sql: str, ids: list[int]) -> None:
     ],
 )
 def test_function_types(sql: str, typ: pa.DataType) -> None:
-    from tessera.catalog.predicate import to_value_expression
+    from tessera.catalog.query.predicate import to_value_expression
 
     expr = to_value_expression(sql, SCHEMA)
     import pyarrow.dataset as pads
@@ -995,7 +995,7 @@ def test_range_terms_are_implied_by_the_filter() -> None:
     by the terms never drops a matching row); what cannot be decided yields none."""
     import numpy as np
 
-    from tessera.catalog.predicate import range_terms
+    from tessera.catalog.query.predicate import range_terms
 
     rng = np.random.default_rng(3)
     n = 2000

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tessera.catalog import Table
-from tessera.catalog.predicate import RangeTerm, filter_mask, range_terms
+from tessera.catalog.query.predicate import RangeTerm, filter_mask, range_terms
 
 N, FRAGS = 2_000_000, 20
 
@@ -74,7 +74,7 @@ class _ScanLog(logging.Handler):
 
 @pytest.fixture()
 def scan_log():
-    logger = logging.getLogger("tessera.catalog.arrow_dataset")
+    logger = logging.getLogger("tessera.catalog.query.stream")
     handler, level = _ScanLog(), logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)

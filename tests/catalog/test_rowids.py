@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 
 from tessera.catalog import Table
 from tessera.catalog.errors import DuplicateRowIdError, InvalidArgumentError, RowIdNotFoundError
-from tessera.catalog.rowid_index import RowIdIndex
-from tessera.commit.committer import commit_transaction, new_transaction
-from tessera.format import rowids as R
-from tessera.format import schema as lschema
+from tessera.catalog.table.rowid_index import RowIdIndex
+from tessera.commit.operation import commit_transaction, new_transaction
+from tessera.format.file import schema as lschema
 from tessera.format.protos import rowids_pb2
+from tessera.format.table import rowids as R
 from tessera.format.table.fragments import write_fragments
-from tessera.stores.object_store import open_object_store
+from tessera.stores.registry import open_object_store
 
 RNG = np.random.default_rng(7)
 
@@ -43,7 +43,7 @@ def _pylance_ids(ds) -> dict[int, int]:
     return dict(zip(got.column("i").to_pylist(), got.column("_rowid").to_pylist()))
 
 
-# -- format.rowids -------------------------------------------------------------------------
+# -- format.table.rowids -------------------------------------------------------------------
 
 
 def _array_width(seg: rowids_pb2.U64Segment) -> str:

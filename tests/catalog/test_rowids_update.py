@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from tessera.catalog import Table
-from tessera.format import rowids as R
+from tessera.format.table import rowids as R
 
 VERSIONS = ["2.0", "2.1", "2.2"]
 LINEAGE = ["_row_created_at_version", "_row_last_updated_at_version"]

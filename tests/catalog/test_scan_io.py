@@ -9,7 +9,7 @@ import pytest
 
 import tessera
 from tessera.catalog import Table
-from tessera.catalog.scan import READ_UNIT_ROWS
+from tessera.catalog.query.scan import READ_UNIT_ROWS
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +161,7 @@ def test_a_filter_keeping_one_run_of_rows_answers_as_arrow(tmp_path, deleted):
     live = data.filter(pa.array(~np.isin(np.arange(n), deleted)))
     for where in ("k >= 1000 AND k < 30000", "k < 0", "k >= 0", "k % 3 = 0", "k < 10 OR k > 39990"):
         got = t.scanner(filter=where, with_row_address=True).to_table()
-        want = live.filter(tessera.catalog.predicate.filter_mask(where, live))
+        want = live.filter(tessera.catalog.query.predicate.filter_mask(where, live))
         assert got.column("k").to_pylist() == want.column("k").to_pylist(), where
         assert got.column("s").to_pylist() == want.column("s").to_pylist(), where
         assert got.column("_rowaddr").to_pylist() == want.column("k").to_pylist(), where  # fragment 0

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from tessera.catalog import Table
-from tessera.catalog.scan import DEFAULT_BATCH_SIZE
-from tessera.format.file import clear_parsed_cache
+from tessera.catalog.query.scan import DEFAULT_BATCH_SIZE
+from tessera.format.file.datafile import clear_parsed_cache
 
 
 class _GetCounter:
@@ -144,7 +144,7 @@ def test_a_remote_fragment_is_read_in_fewer_pieces_than_a_local_one(moto_server,
     """A fragment cut into pieces costs a remote store requests and refetched
     bytes: its read budget is twice the local one, so a fragment two local
     pieces long is one remote piece (each piece is one ``Scan._batch``)."""
-    from tessera.catalog import scan as scan_mod
+    from tessera.catalog.query import scan as scan_mod
 
     i = np.arange(200_000, dtype=np.int64)
     data = pa.table({"a": i, "b": i * 2, "c": i * 3, "d": i * 4})  # 32 bytes a row: 6.4 MB

@@ -12,7 +12,7 @@ import pytest
 
 from tessera.catalog import Table
 from tessera.catalog import errors as E
-from tessera.format import manifest as mf
+from tessera.format.table import manifest as mf
 
 
 def _snapshot(root: str) -> dict[str, str]:
@@ -230,7 +230,7 @@ def test_duplicate_column_name_in_manifest(table):
 
 
 def test_flipped_deletion_file_byte(deleted):
-    # was OSError: Read out of bounds (format/deletion.py)
+    # was OSError: Read out of bounds (format/table/deletion.py)
     d = os.path.join(deleted, "_deletions")
     p = os.path.join(d, os.listdir(d)[0])
     data = bytearray(open(p, "rb").read())
@@ -259,7 +259,7 @@ def test_deletion_count_disagreeing_with_file(deleted):
 
 def test_deletion_rows_beyond_fragment(deleted):
     # a deletion file naming rows the fragment does not have
-    from tessera.format import deletion as ldeletion
+    from tessera.format.table import deletion as ldeletion
 
     t = Table.open(deleted)
     frag = t.fragments[0]
@@ -382,8 +382,9 @@ def test_bad_table_uri_on_create(tmp_path):
 
 
 def test_bad_store_urls():
-    from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
+    from tessera.stores.registry import open_manifest_store
     from tessera.stores.sql_migrate import parse_sql_url
+    from tessera.stores.uri import normalize_table_uri
 
     with pytest.raises(E.InvalidURIError):
         normalize_table_uri("/tmp/a\x00b")

@@ -58,7 +58,7 @@ def _conformed(case) -> bool:
     """Whether the case's data is written in other Arrow types than its own:
     a column left out, or column ``c`` of the table's logical type in another
     Arrow form (names, order, nullability, missing children, ordered flag)."""
-    from tessera.format.schema import logical_type_of
+    from tessera.format.file.schema import logical_type_of
 
     if case.data.schema.names != case.table.schema.names:
         return True

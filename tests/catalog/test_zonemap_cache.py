@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from tessera.catalog import Table, pruning
+from tessera.catalog import Table
+from tessera.catalog.query import pruning
 from tessera.stores.local import LocalObjectStore
 
 
@@ -44,7 +45,7 @@ def test_scans_read_each_zone_map_once(tmp_path, monkeypatch):
 
 
 def _walk(zones, op, value, fid):
-    from tessera.format import zonemap as zm
+    from tessera.format.table import zonemap as zm
 
     out: list[tuple[int, int]] = []
     for z in sorted(zones.zones.get(fid, []), key=lambda z: z.start):
@@ -61,8 +62,8 @@ def test_the_fragment_bound_never_drops_a_zone():
     ranges as walking every zone (NULL-only and NaN zones included)."""
     import random
 
-    from tessera.catalog.predicate import RangeTerm
-    from tessera.format import zonemap as zm
+    from tessera.catalog.query.predicate import RangeTerm
+    from tessera.format.table import zonemap as zm
 
     rng = random.Random(5)
     for _ in range(300):
@@ -101,8 +102,8 @@ def test_zones_compared_as_arrays_give_the_zone_by_zone_ranges():
     other kind or beyond int64 (where it declines, and the walk decides)."""
     import random
 
-    from tessera.catalog.predicate import RangeTerm
-    from tessera.format import zonemap as zm
+    from tessera.catalog.query.predicate import RangeTerm
+    from tessera.format.table import zonemap as zm
 
     rng = random.Random(11)
     declined = answered = 0
@@ -144,7 +145,7 @@ def test_zones_compared_as_arrays_give_the_zone_by_zone_ranges():
 
 
 def test_zones_without_bounds_are_never_compared_as_arrays():
-    from tessera.format import zonemap as zm
+    from tessera.format.table import zonemap as zm
 
     zmap = zm.ZoneMap(10, pa.float64())
     zmap.zones[0] = [zm.Zone(0, 0, 10, 1.0, 2.0, 0, 0), zm.Zone(0, 10, 10, None, None, 10, 0)]
@@ -163,7 +164,7 @@ def test_a_zone_all_of_whose_values_match_is_told_exactly():
     import operator
     import random
 
-    from tessera.format import zonemap as zm
+    from tessera.format.table import zonemap as zm
 
     ops = {"=": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
     rng = random.Random(3)
@@ -193,8 +194,8 @@ def test_a_zone_all_of_whose_values_match_is_told_exactly():
 
 
 def test_a_fragment_whose_zones_all_match_is_kept_whole_with_its_gaps():
-    from tessera.catalog.predicate import RangeTerm
-    from tessera.format import zonemap as zm
+    from tessera.catalog.query.predicate import RangeTerm
+    from tessera.format.table import zonemap as zm
 
     zmap = zm.ZoneMap(10, pa.int64())
     zmap.zones[0] = [zm.Zone(0, 20, 10, 5, 9, 0, 0), zm.Zone(0, 0, 10, 1, 4, 0, 0), zm.Zone(0, 10, 5, 4, 6, 1, 0)]

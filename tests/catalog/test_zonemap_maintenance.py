@@ -10,10 +10,10 @@ import pytest
 
 import tessera
 from tessera.catalog import Table
-from tessera.catalog.indexes import ZONEMAP_COLUMNS
+from tessera.catalog.table.indexes import ZONEMAP_COLUMNS
 from tessera.commit.builder import build_index_section
 from tessera.commit.errors import IndexReplacedError
-from tessera.format import zonemap as zm
+from tessera.format.table import zonemap as zm
 
 lance = pytest.importorskip("lance")
 
@@ -209,7 +209,7 @@ def test_build_index_section_refuses_a_replaced_index():
     b = zm.table_pb2.IndexMetadata(name="a")
     b.uuid.uuid = b"2" * 16
     section = zm.table_pb2.IndexSection(indices=[a]).SerializeToString()
-    from tessera.commit.committer import new_transaction
+    from tessera.commit.operation import new_transaction
 
     txn = new_transaction(1)
     txn.create_index.new_indices.append(b)

@@ -16,8 +16,8 @@ from tessera_test_services import create_lance_dynamodb_table
 
 from tessera.catalog import Table
 from tessera.catalog import errors as E
-from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
-from tessera.stores.object_store import open_object_store
+from tessera.stores.registry import open_manifest_store, open_object_store
+from tessera.stores.uri import normalize_table_uri
 
 COORDINATORS = ["native-local", "native-s3", "redis", "sqlite", "postgres", "mysql", "dynamodb"]
 
@@ -122,7 +122,7 @@ def test_tables_from_before_incarnations_adopt_one_on_first_write(tmp_path):
     first write records one, which later writers then check."""
     import lance as lance_mod
 
-    from tessera.format import manifest as mf
+    from tessera.format.table import manifest as mf
 
     uri = str(tmp_path / "legacy")
     lance_mod.write_dataset(_rows(0), uri)  # pylance: no Tessera config at all
@@ -183,7 +183,7 @@ def test_foreign_writer_by_uri_is_adopted_never_overwritten(external, lance):
     try:
         row2 = ms.get(key, 2)
         assert row2 is not None and row2.is_final
-        from tessera.format import manifest as mf
+        from tessera.format.table import manifest as mf
 
         theirs = mf.read_manifest(open_object_store(external.uri, external.opts).read(row2.path))
         assert theirs.transaction.uuid == row2.transaction_uuid  # pylance's transaction, not ours

@@ -200,7 +200,7 @@ def test_a_lost_create_reads_the_winners_manifest_once(tmp_path, counted, monkey
     rebase uses those bytes: the winner's manifest is read once."""
     import contextlib
 
-    from tessera.commit import handlers
+    from tessera.commit.handlers import native as handlers
 
     monkeypatch.setattr(handlers, "local_commit_lock", lambda store, deadline: contextlib.nullcontext(False))
     calls, _ = counted

@@ -15,7 +15,7 @@ import pytest
 from tessera_test_services import run_in_threads
 
 from tessera.catalog import Table
-from tessera.commit import handlers
+from tessera.commit.handlers import base as handlers
 from tessera.stores.errors import AlreadyExistsError
 from tessera.stores.local import LocalObjectStore, advisory_lock
 

@@ -7,8 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tessera.catalog import Table, mutations
 from tessera.catalog import errors as E
+from tessera.catalog.table import Table, mutations
 from tessera.commit import conflicts
 from tessera.commit.conflicts import MATRIX, Verdict
 from tessera.format.protos import table_pb2, transaction_pb2

@@ -19,7 +19,8 @@ from tessera.catalog import Table
 from tessera.catalog import errors as E
 from tessera.commit.errors import StoreIdentityMismatchError
 from tessera.commit.handlers import CONFIG_STORE, CONFIG_STORE_ID
-from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store
+from tessera.stores.registry import open_manifest_store
+from tessera.stores.uri import normalize_table_uri
 
 
 def _rows(start: int) -> pa.Table:

@@ -15,7 +15,7 @@ from tessera.catalog import Table
 from tessera.catalog import errors as E
 from tessera.commit import faults
 from tessera.stores.errors import AmbiguousStoreError
-from tessera.stores.manifest_store import open_manifest_store
+from tessera.stores.registry import open_manifest_store
 
 
 @pytest.fixture(params=["sqlite", "redis", "postgres", "mysql", "dynamodb"])
@@ -31,7 +31,7 @@ def store_url(request, tmp_path):
     )
 
     def forget_rows():  # the shared databases keep nothing of ours
-        from tessera.stores.manifest_store import normalize_table_uri
+        from tessera.stores.uri import normalize_table_uri
 
         ms = open_manifest_store(url)
         for name in ("t", "ext", "nat"):

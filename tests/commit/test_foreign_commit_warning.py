@@ -84,7 +84,8 @@ def test_a_reservation_says_whether_it_inserted_the_row(kind, tmp_path, request)
     import uuid
 
     from tessera.stores.errors import VersionExistsError
-    from tessera.stores.manifest_store import VersionRecord, open_manifest_store
+    from tessera.stores.manifest_store import VersionRecord
+    from tessera.stores.registry import open_manifest_store
 
     url = f"sqlite:///{tmp_path}/s.db" if kind == "sqlite" else request.getfixturevalue("redis_url")
     ms = open_manifest_store(url)

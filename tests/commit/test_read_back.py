@@ -6,21 +6,18 @@ that had landed."""
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 import pyarrow as pa
 import pytest
+from tessera_test_fault_proxy import FaultProxy, target_of, via_proxy
 
-sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fault_proxy import FaultProxy, target_of, via_proxy  # noqa: E402
-
-from tessera.catalog import Table  # noqa: E402
-from tessera.catalog import errors as E  # noqa: E402
-from tessera.commit import faults  # noqa: E402
-from tessera.commit.retry import RetryPolicy  # noqa: E402
-from tessera.stores.manifest_store import normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.catalog import Table
+from tessera.catalog import errors as E
+from tessera.commit import faults
+from tessera.commit.retry import RetryPolicy
+from tessera.stores.registry import open_manifest_store
+from tessera.stores.uri import normalize_table_uri
 
 
 @pytest.fixture(params=["postgres", "mysql", "redis", "dynamodb"])

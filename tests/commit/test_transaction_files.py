@@ -21,11 +21,12 @@ from tessera_test_services import new_dynamodb_store_url
 
 import tessera
 from tessera.catalog import Table
-from tessera.commit import handlers
 from tessera.commit import store as tstore
-from tessera.format import manifest as mf
+from tessera.commit.handlers import native as handlers
+from tessera.format.table import manifest as mf
 from tessera.format.table import paths
-from tessera.stores.object_store import ObjectStore, open_object_store
+from tessera.stores.object_store import ObjectStore
+from tessera.stores.registry import open_object_store
 
 lance = pytest.importorskip("lance")
 lancedb = pytest.importorskip("lancedb")

@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from tessera import format as tformat
-from tessera.format.container import ARRAY_ENCODING_URL, FOOTER_SIZE, PAGE_LAYOUT_URL, pack_any
 from tessera.format.errors import (
     ColumnNotFoundError,
     CorruptFileError,
@@ -18,6 +17,7 @@ from tessera.format.errors import (
     TruncatedFileError,
     UnsupportedEncodingError,
 )
+from tessera.format.file.container import ARRAY_ENCODING_URL, FOOTER_SIZE, PAGE_LAYOUT_URL, pack_any
 from tessera.format.protos import encodings21_pb2, encodings_pb2, file2_pb2
 
 VERSIONS = ("2.0", "2.1", "2.2")
@@ -206,11 +206,11 @@ def test_null_struct_refused_in_2_0(tmp_path):
 
 # -- bad paths and deletion files (found by tests/format/test_mutation_fuzz.py) ------------
 
-from tessera.format import deletion as ldeletion  # noqa: E402
-from tessera.format import manifest as mf  # noqa: E402
-from tessera.format import schema as lschema  # noqa: E402
 from tessera.format.errors import FileAccessError, TesseraError  # noqa: E402
+from tessera.format.file import schema as lschema  # noqa: E402
 from tessera.format.protos import file_pb2, table_pb2  # noqa: E402
+from tessera.format.table import deletion as ldeletion  # noqa: E402
+from tessera.format.table import manifest as mf  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["a\x00b.lance", "x" * 300 + ".lance", "", ".", "missing.lance"])

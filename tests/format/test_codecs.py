@@ -1,4 +1,4 @@
-"""Tests of the codec primitives in format/encodings against their own inverses,
+"""Tests of the codec primitives in format/file/encodings against their own inverses,
 a literal scalar reading of the format, bytes pylance 14 writes, and pylance
 reading pages we encode."""
 
@@ -13,8 +13,8 @@ from google.protobuf import any_pb2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessera.format.encodings import fastlanes as fl
-from tessera.format.encodings import fsst, general, rle
+from tessera.format.file.encodings import fastlanes as fl
+from tessera.format.file.encodings import fsst, general, rle
 from tessera.format.protos import encodings21_pb2 as pb21
 from tessera.format.protos import file2_pb2
 

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 
 from tessera import format as tformat
-from tessera.format import schema as lschema
-from tessera.format.container import ARRAY_ENCODING_URL, PAGE_LAYOUT_URL, ContainerReader, unpack_any
 from tessera.format.errors import UnsupportedTypeError
-from tessera.format.io import open_reader
+from tessera.format.file import schema as lschema
+from tessera.format.file.container import ARRAY_ENCODING_URL, PAGE_LAYOUT_URL, ContainerReader, unpack_any
+from tessera.format.file.io import open_reader
 from tessera.format.protos import encodings21_pb2, encodings_pb2
 
 VERSIONS = ("2.0", "2.1", "2.2")
@@ -78,7 +78,7 @@ def _dictionaries_without_nulls(table: pa.Table) -> pa.Table:
     def fix(arr: pa.Array) -> pa.Array:
         t = arr.type
         if pa.types.is_dictionary(t):
-            from tessera.format.dictionary import normalize_nulls
+            from tessera.format.file.dictionary import normalize_nulls
 
             return normalize_nulls(arr)
         if pa.types.is_struct(t):
@@ -156,7 +156,7 @@ def test_values_pylance_cannot_store_are_refused(value_type) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_field_message_is_the_one_pylance_writes(lance, tmp_path, version) -> None:
-    from tessera.format.manifest import read_manifest
+    from tessera.format.table.manifest import read_manifest
 
     table = pa.table({"c": pa.array(["a", None]).dictionary_encode().cast(pa.dictionary(pa.int8(), pa.string()))})
     ds = tmp_path / "ds"

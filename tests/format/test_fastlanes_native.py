@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from tessera.format.encodings import fastlanes as fl
+from tessera.format.file.encodings import fastlanes as fl
 
 native = fl.native
 if native is None and os.environ.get("CI") == "true":

@@ -7,16 +7,13 @@ plus row ranges and take on multi-page files.
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pyarrow as pa
 import pytest
+import tessera_test_matrix as matrix
 
 from tessera import format as tformat
-
-sys.path.insert(0, os.path.dirname(__file__))
-import matrix  # noqa: E402
 
 CELLS = matrix.cells()
 CASES = [(name, v) for name, (_, versions) in CELLS.items() for v in versions]

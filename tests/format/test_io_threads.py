@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 
-from tessera.format.io import LocalFileReader
+from tessera.format.file.io import LocalFileReader
 
 
 def test_reads_racing_the_switch_to_a_mapping(tmp_path):

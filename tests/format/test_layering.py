@@ -70,6 +70,25 @@ def test_format_imports_nothing_above_it(path):
     assert not bad, f"{os.path.relpath(path, ROOT)} imports a layer above format: {bad}"
 
 
+def _file_modules() -> list[str]:
+    return [p for p in _modules() if p.startswith(os.path.join(FORMAT, "file") + os.sep)]
+
+
+@pytest.mark.parametrize("path", _file_modules(), ids=lambda p: os.path.relpath(p, ROOT))
+def test_the_file_format_imports_nothing_of_the_table_format(path):
+    """format/file/ is below format/table/: a data file knows nothing of its table."""
+    table = "tessera.format.table"
+    names = imported_names(path)
+    bad = [f"line {line}: {name}" for line, name in names if name == table or name.startswith(table + ".")]
+    assert not bad, f"{os.path.relpath(path, ROOT)} imports the table format: {bad}"
+
+
+def test_the_file_format_modules_are_checked():
+    mods = _file_modules()
+    assert os.path.join(FORMAT, "file", "datafile.py") in mods
+    assert os.path.join(FORMAT, "file", "v21", "read", "decoder.py") in mods
+
+
 @pytest.mark.parametrize(
     "source, above",
     [

@@ -6,9 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tessera.format.encodings import fastlanes
-from tessera.format.manifest import MixedNamingError, NamingScheme, manifest_name, parse_manifest_name, scan_versions
-from tessera.format.v21.bitpack_encode import _bit_widths
+from tessera.format.file.encodings import fastlanes
+from tessera.format.file.v21.write.bitpack import _bit_widths
+from tessera.format.table.manifest import (
+    MixedNamingError,
+    NamingScheme,
+    manifest_name,
+    parse_manifest_name,
+    scan_versions,
+)
 
 
 @pytest.mark.parametrize("version", [1, 2, 9, 10, 12345, 2**40])
@@ -95,7 +101,7 @@ def _brute_latest(names):
     ],
 )
 def test_latest_manifest_agrees_with_a_full_scan(names):
-    from tessera.format.manifest import latest_manifest
+    from tessera.format.table.manifest import latest_manifest
 
     assert latest_manifest(names) == _brute_latest(names)
 
@@ -113,21 +119,21 @@ def test_latest_manifest_agrees_with_a_full_scan(names):
     ],
 )
 def test_versions_newer_agrees_with_a_full_scan(names, after):
-    from tessera.format.manifest import versions_newer
+    from tessera.format.table.manifest import versions_newer
 
     versions, _ = scan_versions(names)
     assert versions_newer(names, after) == sorted(v for v in versions if v > after)
 
 
 def test_versions_newer_refuses_mixed_naming():
-    from tessera.format.manifest import versions_newer
+    from tessera.format.table.manifest import versions_newer
 
     with pytest.raises(MixedNamingError):
         versions_newer([manifest_name(1, NamingScheme.V1), manifest_name(2, NamingScheme.V2)], 1)
 
 
 def test_latest_manifest_refuses_mixed_naming():
-    from tessera.format.manifest import latest_manifest
+    from tessera.format.table.manifest import latest_manifest
 
     with pytest.raises(MixedNamingError):
         latest_manifest([manifest_name(1, NamingScheme.V1), manifest_name(2, NamingScheme.V2)])

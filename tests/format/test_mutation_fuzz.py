@@ -48,9 +48,9 @@ import pyarrow.compute as pc
 import pytest
 
 from tessera.catalog import Table
-from tessera.format import deletion as ldeletion
-from tessera.format import manifest as mf
 from tessera.format.errors import TesseraError
+from tessera.format.table import deletion as ldeletion
+from tessera.format.table import manifest as mf
 
 CASES = int(os.environ.get("TESSERA_FUZZ_CASES", "1500"))
 SECONDS = float(os.environ.get("TESSERA_FUZZ_SECONDS", "25"))
@@ -71,7 +71,7 @@ KNOWN_ELSEWHERE: list[tuple[str, str, str]] = []
 #: seeded run above: always run first (the tables are built the same way, so
 #: a case mutates the same bytes)
 REGRESSIONS = [
-    (82, 1480),  # 2.0 strings: a corrupt offset made take allocate 32 GiB (format/v20 pick_binary)
+    (82, 1480),  # 2.0 strings: a corrupt offset made take allocate 32 GiB (format/file/v20 pick_binary)
     (83, 3542),  # the same, 4 EiB
 ]
 

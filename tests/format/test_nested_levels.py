@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from tessera import format as tformat
-from tessera.format.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
-from tessera.format.io import open_reader
+from tessera.format.file.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
+from tessera.format.file.io import open_reader
 from tessera.format.protos import encodings21_pb2 as pb
 
 lance_file = pytest.importorskip("lance.file")

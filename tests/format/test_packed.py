@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 
 from tessera import format as tformat
-from tessera.format import schema as lschema
-from tessera.format.container import ContainerReader
-from tessera.format.io import open_reader
+from tessera.format.file import schema as lschema
+from tessera.format.file.container import ContainerReader
+from tessera.format.file.io import open_reader
 
 lance_file = pytest.importorskip("lance.file")
 

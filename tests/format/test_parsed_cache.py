@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tessera.format import file as ffile
-from tessera.format.file import FileReader, clear_parsed_cache, write_file
+from tessera.format.file import datafile as ffile
+from tessera.format.file.datafile import FileReader, clear_parsed_cache, write_file
 
 
 @pytest.fixture(autouse=True)

@@ -53,10 +53,10 @@ def test_pylance_all_null_levels_parse_as_declared_fields(tmp_path):
     import pyarrow as pa
 
     from tessera import format as tformat
-    from tessera.format.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
-    from tessera.format.io import open_reader
+    from tessera.format.file.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
+    from tessera.format.file.io import open_reader
+    from tessera.format.file.v21.read.layout import parse_all_null
     from tessera.format.protos import encodings21_pb2 as pb
-    from tessera.format.v21.layout import parse_all_null
 
     table = pa.table({"c": pa.array([None] * 1000, pa.list_(pa.int32()))})
     path = str(tmp_path / "p.lance")
@@ -81,8 +81,8 @@ def test_pylance_all_null_levels_parse_as_declared_fields(tmp_path):
 
 def test_unknown_field_on_all_null_layout_still_raises():
     from tessera import format as tformat
+    from tessera.format.file.v21.read.layout import parse_page_layout
     from tessera.format.protos import encodings21_pb2 as pb
-    from tessera.format.v21.layout import parse_page_layout
 
     pl = pb.PageLayout()
     pl.all_null_layout.layers.append(pb.REPDEF_NULLABLE_ITEM)

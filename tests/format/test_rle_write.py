@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tessera import format
-from tessera.format.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
-from tessera.format.io import open_reader
+from tessera.format.file.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
+from tessera.format.file.io import open_reader
+from tessera.format.file.v21.write import rle as rle_encode
 from tessera.format.protos import encodings21_pb2 as pb
-from tessera.format.v21 import rle_encode
 
 lance_file = pytest.importorskip("lance.file")
 
@@ -210,7 +210,7 @@ def test_rle_property(tmp_path, lengths, width, version, nulls, seed):
 
 
 def test_chunk_buffers_split_long_runs():
-    from tessera.format.v21.values_encode import FixedValues
+    from tessera.format.file.v21.write.values import FixedValues
 
     data = np.repeat(np.array([3, 9], dtype="<u4"), [600, 10])
     values = FixedValues(len(data), 32, data.view(np.uint8), integer=True)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tessera import format
-from tessera.format.v21 import miniblock_encode
+from tessera.format.file.v21.write import miniblock as miniblock_encode
 
 lance_file = pytest.importorskip("lance.file")
 

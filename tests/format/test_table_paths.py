@@ -7,12 +7,12 @@ import re
 
 import pytest
 
-from tessera.format import deletion as ldeletion
 from tessera.format.errors import FormatError, InvalidPathError
-from tessera.format.manifest import NamingScheme
 from tessera.format.protos import table_pb2
+from tessera.format.table import deletion as ldeletion
 from tessera.format.table import paths
 from tessera.format.table.fragments import FileReaderCache, open_data_file
+from tessera.format.table.manifest import NamingScheme
 
 
 def test_directory_names():

@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tessera.format import container
-from tessera.format.file import FileReader, write_file
-from tessera.format.io import BytesReader
+from tessera.format.file import container
+from tessera.format.file.datafile import FileReader, write_file
+from tessera.format.file.io import BytesReader
 
 
 class CountingReader(BytesReader):

@@ -114,8 +114,8 @@ def test_take_is_one_request_per_leaf_and_reads_little(files, version):
 
 def test_take_decodes_only_the_chunks_holding_rows(tmp_path, monkeypatch):
     # FSST strings and bit-packed integers: the picked values only, not the chunks
-    from tessera.format.encodings import fsst
-    from tessera.format.v21 import compressive
+    from tessera.format.file.encodings import fsst
+    from tessera.format.file.v21.read import compressive
 
     table = _table().select(["i", "small", "s"])
     path = tmp_path / "p.lance"
@@ -154,7 +154,7 @@ def test_read_returns_a_chunk_per_page_for_flat_columns(tmp_path, version):
 def test_take_same_rows_read_three_ways(files, version):
     """Read with pread (a fresh local file), from the mapped file and from
     bytes in memory: the same rows every time."""
-    from tessera.format.io import BytesReader, LocalFileReader
+    from tessera.format.file.io import BytesReader, LocalFileReader
 
     table, paths = files
     rng = np.random.default_rng(21)
@@ -177,7 +177,7 @@ def test_take_same_rows_read_three_ways(files, version):
 
 def test_local_reader_pread_map_and_joined_reads(tmp_path):
     from tessera.format.errors import TruncatedFileError
-    from tessera.format.io import LocalFileReader
+    from tessera.format.file.io import LocalFileReader
 
     payload = bytes(range(256)) * 64
     path = tmp_path / "bytes.bin"
@@ -218,7 +218,7 @@ def test_local_reader_pread_map_and_joined_reads(tmp_path):
 def test_take_of_plain_variable_strings_reads_only_the_picked_values(tmp_path, monkeypatch):
     """Short strings in mini-block chunks ("variable" encoding): two offsets
     and the bytes of each wanted value, not the whole chunk."""
-    from tessera.format.v21 import compressive
+    from tessera.format.file.v21.read import compressive
 
     n = 50_000
     i = np.arange(n)

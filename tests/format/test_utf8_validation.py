@@ -22,9 +22,9 @@ import pytest
 from google.protobuf import any_pb2
 
 from tessera import format as tformat
-from tessera.format.container import ContainerReader
 from tessera.format.errors import CorruptFileError
-from tessera.format.io import open_reader
+from tessera.format.file.container import ContainerReader
+from tessera.format.file.io import open_reader
 from tessera.format.protos import encodings21_pb2, encodings_pb2
 
 N = 3000
@@ -198,7 +198,7 @@ def test_table_scan_names_file_and_column(tmp_path, lance):
 
 
 def test_check_array_looks_at_valid_values_of_its_slice_only():
-    from tessera.format import utf8
+    from tessera.format.file import utf8
 
     raw = pa.array([b"ok", b"\xc3(", b"fine\xc3\xa9", b"\xff"], pa.binary())
     validity = pa.array([True, False, True, True]).buffers()[1]
@@ -236,7 +236,7 @@ def _python_says(b: bytes) -> bool:
 
 
 def _native():
-    from tessera.format import utf8
+    from tessera.format.file import utf8
 
     if utf8._NATIVE is None:
         pytest.skip("the C accelerator was not built")
@@ -284,7 +284,7 @@ def test_c_check_of_value_boundaries_and_offsets():
 
 @pytest.mark.parametrize("native", [True, False], ids=["c", "numpy-arrow"])
 def test_both_paths_find_the_same_damage(monkeypatch, native):
-    from tessera.format import utf8
+    from tessera.format.file import utf8
 
     if native:
         _native()

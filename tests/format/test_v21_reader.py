@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import decimal
 import os
-import sys
 
 import numpy as np
 import pyarrow as pa
 import pytest
+import tessera_test_matrix as matrix
 
-sys.path.insert(0, os.path.dirname(__file__))
-import matrix  # noqa: E402
-
-from tessera import format  # noqa: E402
-from tessera.format.container import PAGE_LAYOUT_URL, ContainerReader, Footer, unpack_any  # noqa: E402
-from tessera.format.io import BytesReader, LocalFileReader, open_reader  # noqa: E402
-from tessera.format.protos import encodings21_pb2 as pb  # noqa: E402
-from tessera.format.v21.layout import parse_all_null  # noqa: E402
+from tessera import format
+from tessera.format.file.container import PAGE_LAYOUT_URL, ContainerReader, Footer, unpack_any
+from tessera.format.file.io import BytesReader, LocalFileReader, open_reader
+from tessera.format.file.v21.read.layout import parse_all_null
+from tessera.format.protos import encodings21_pb2 as pb
 
 lance = pytest.importorskip("lance")
 

@@ -1,4 +1,4 @@
-"""The 2.1/2.2 writer (format/v21/encoder.py), checked against pylance 14 as the reader."""
+"""The 2.1/2.2 writer (format/file/v21/write/encoder.py), checked against pylance 14 as the reader."""
 
 from __future__ import annotations
 
@@ -6,19 +6,16 @@ import datetime
 import datetime as dt
 import decimal
 import os
-import sys
 
 import numpy as np
 import pyarrow as pa
 import pytest
+import tessera_test_matrix as matrix
 
 from tessera import format
-from tessera.format.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
-from tessera.format.io import open_reader
+from tessera.format.file.container import PAGE_LAYOUT_URL, ContainerReader, unpack_any
+from tessera.format.file.io import open_reader
 from tessera.format.protos import encodings21_pb2 as pb
-
-sys.path.insert(0, os.path.dirname(__file__))
-import matrix  # noqa: E402
 
 lance_file = pytest.importorskip("lance.file")
 
@@ -174,7 +171,7 @@ def test_take_and_range_list_and_nullable(tmp_path, version):
 
 def test_chunk_format_matches_reference(tmp_path, monkeypatch):
     """The 3-row example of the reference byte maps, byte for byte (2.1 and 2.2)."""
-    from tessera.format.v21 import bitpack_encode
+    from tessera.format.file.v21.write import bitpack as bitpack_encode
 
     monkeypatch.setattr(bitpack_encode, "ENABLED", False)
     table = pa.table(
@@ -418,7 +415,7 @@ def test_unsupported_types_raise():
 
 
 def test_adjacent_slices_of_one_array_join_without_a_copy_and_read_back(tmp_path):
-    from tessera.format.v21.values_encode import _join_adjacent
+    from tessera.format.file.v21.write.values import _join_adjacent
 
     rng = np.random.default_rng(3)
     n = 50_000
@@ -441,7 +438,7 @@ def test_adjacent_slices_of_one_array_join_without_a_copy_and_read_back(tmp_path
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_low_cardinality_strings_are_dictionary_encoded_as_pylance_does(tmp_path, version):
-    from tessera.format.v21 import dictionary_encode
+    from tessera.format.file.v21.write import dictionary as dictionary_encode
 
     n = 30_000
     cats = ["INFO", "WARN", "ERROR", "DEBUG", "TRACE", ""]

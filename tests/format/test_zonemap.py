@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessera.format import manifest as mf
 from tessera.format.protos import table_pb2
-from tessera.format.zonemap import Zone, ZoneMap, read_zonemap, write_zonemap, zones_that_may_match
+from tessera.format.table import manifest as mf
+from tessera.format.table.zonemap import Zone, ZoneMap, read_zonemap, write_zonemap, zones_that_may_match
 
 lance = pytest.importorskip("lance")
 from lance.indices import IndexConfig  # noqa: E402

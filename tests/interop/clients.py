@@ -1,4 +1,4 @@
-"""Helpers of the interoperability suite (loaded by tests/interop/conftest.py
+"""Helpers of the interoperability suite (loaded by tests/conftest.py
 as ``tessera_test_interop``): test data, comparisons of Arrow tables, pylance
 in another Python through ``lance_client.py``, and a Tessera catalog with the
 ways LanceDB and pylance reach it."""
@@ -17,8 +17,6 @@ from tessera_test_venvs import run_python  # loaded by tests/conftest.py
 import tessera
 
 CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lance_client.py")
-#: pylance 13 needs lance-namespace < 0.12, which the main venv's pylance 14 cannot use
-LANCE13_REQUIREMENTS = ["pylance==13.0.*", "lance-namespace>=0.11.1,<0.12"]
 DIM = 8
 KEY = "id"
 

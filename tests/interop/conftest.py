@@ -15,22 +15,13 @@ same version (dictionary columns compared by value, their types separately).
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sys
 from collections.abc import Iterator
 
 import pytest
+from tessera_test_interop import PylanceProcess, Warehouse  # loaded by tests/conftest.py
 from tessera_test_services import TesseraServer, unavailable  # loaded by tests/conftest.py
-from tessera_test_venvs import ensure_venv  # loaded by tests/conftest.py
-
-_spec = importlib.util.spec_from_file_location(
-    "tessera_test_interop", os.path.join(os.path.dirname(os.path.abspath(__file__)), "clients.py")
-)
-clients = importlib.util.module_from_spec(_spec)
-sys.modules["tessera_test_interop"] = clients
-_spec.loader.exec_module(clients)
-from tessera_test_interop import LANCE13_REQUIREMENTS, PylanceProcess, Warehouse  # noqa: E402
+from tessera_test_venvs import ensure_known  # loaded by tests/conftest.py
 
 
 def _import_or_unavailable(name: str):
@@ -54,7 +45,7 @@ def lance_namespace():
 @pytest.fixture(scope="session")
 def lance13(tmp_path_factory) -> PylanceProcess:
     """pylance 13.0 in ``.venv-lance13/`` (built on first use; see tests/venvs.py)."""
-    python = ensure_venv("lance13", LANCE13_REQUIREMENTS)
+    python = ensure_known("lance13")
     client = PylanceProcess(python, tmp_path_factory.mktemp("lance13"))
     return client
 

@@ -453,7 +453,7 @@ def test_locations_from_options(tmp_path, monkeypatch):
         {"table": "ns.t", "resolver": "tessera_test_resolver:resolve", "storage.endpoint_url": "http://x"}
     )
     assert loc == tspark.TableLocation("s3://wh/ns/t", "redis://r/0", {"region": "us", "endpoint_url": "http://x"})
-    monkeypatch.setattr(tspark, "_default_resolver", module.resolve)
+    monkeypatch.setattr("tessera.catalog.spark.location._default_resolver", module.resolve)
     assert tspark.resolve_location({"table": "a.b"}).uri == "s3://wh/a/b"
     with pytest.raises(SparkOptionError, match="not both"):
         tspark.resolve_location({"table": "a.b", "path": "/x"})

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from tessera.catalog import Table
-from tessera.catalog.indexes import ZONEMAP_COLUMNS
+from tessera.catalog.table.indexes import ZONEMAP_COLUMNS
 
 pytestmark = pytest.mark.spark
 

@@ -1,7 +1,7 @@
 """Shared fixtures of the manifest-store tests: one store URL per backend.
 
-Import the fixtures into a test module (``from manifest_store_fixtures import
-...``) after putting this folder on ``sys.path``.
+Import the fixtures into a test module (``from tessera_test_store_fixtures
+import ...``: tests/conftest.py loads this file under that name).
 
 moto's DynamoDB does not isolate concurrent requests: a cancelled
 TransactWriteItems restores a deep copy of the whole table taken when it
@@ -22,7 +22,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tessera.stores.manifest_store import ManifestStore, normalize_table_uri, open_manifest_store
+from tessera.stores.manifest_store import ManifestStore
+from tessera.stores.registry import open_manifest_store
+from tessera.stores.uri import normalize_table_uri
 
 REPO = Path(__file__).resolve().parents[2]
 STORE_KINDS = ["sqlite", "postgresql", "mysql", "redis", "dynamodb"]

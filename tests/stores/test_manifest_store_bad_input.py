@@ -4,31 +4,29 @@ schemas (SQL, DynamoDB), unreachable servers, and Redis durability options."""
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import time
 import uuid
 
 import pytest
 import sqlalchemy as sa
-
-sys.path.insert(0, os.path.dirname(__file__))
-from manifest_store_fixtures import (  # noqa: E402,F401
+from tessera_test_store_fixtures import (  # noqa: F401
     dynamodb_table,
     dynamodb_url,
     scratch_sql_url,
     serialize_moto_dynamodb,
 )
 
-from tessera.stores import sql_migrate  # noqa: E402
-from tessera.stores.errors import (  # noqa: E402
+from tessera.stores import sql_migrate
+from tessera.stores.errors import (
     AmbiguousStoreError,
     InvalidURIError,
     StoreSchemaError,
     StoreUnavailableError,
     VersionExistsError,
 )
-from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.stores.manifest_store import VersionRecord
+from tessera.stores.registry import open_manifest_store
+from tessera.stores.uri import normalize_table_uri
 
 
 def rec(key: str, version: int = 1, inc: str = "inc") -> VersionRecord:

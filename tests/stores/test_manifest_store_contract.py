@@ -3,14 +3,10 @@ DynamoDB (moto over HTTP).  Each test uses fresh table keys and deletes them."""
 
 from __future__ import annotations
 
-import os
-import sys
 import uuid
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
-from manifest_store_fixtures import (  # noqa: E402,F401
+from tessera_test_store_fixtures import (  # noqa: F401
     Tables,
     dynamodb_table,
     kind_of,
@@ -19,8 +15,10 @@ from manifest_store_fixtures import (  # noqa: E402,F401
     tables,
 )
 
-from tessera.stores.errors import IncarnationMismatchError, InvalidURIError, VersionExistsError  # noqa: E402
-from tessera.stores.manifest_store import ManifestStore, VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.stores.errors import IncarnationMismatchError, InvalidURIError, VersionExistsError
+from tessera.stores.manifest_store import ManifestStore, VersionRecord
+from tessera.stores.registry import open_manifest_store
+from tessera.stores.uri import normalize_table_uri
 
 
 def staged(version: int) -> str:

@@ -11,15 +11,13 @@ import sys
 import uuid
 
 import pytest
+from tessera_test_fault_proxy import FaultProxy, _target, _via_proxy
+from tessera_test_store_fixtures import dynamodb_table, dynamodb_url  # noqa: F401
 
-sys.path.insert(0, os.path.dirname(__file__))
-# tests/ appended, not prepended: tests/catalog and tests/stores must not shadow the packages
-sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fault_proxy import FaultProxy, _target, _via_proxy  # noqa: E402
-from manifest_store_fixtures import dynamodb_table, dynamodb_url  # noqa: E402,F401
-
-from tessera.stores.errors import AmbiguousStoreError  # noqa: E402
-from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.stores.errors import AmbiguousStoreError
+from tessera.stores.manifest_store import VersionRecord
+from tessera.stores.registry import open_manifest_store
+from tessera.stores.uri import normalize_table_uri
 
 
 @pytest.fixture(params=["postgresql", "mysql", "redis", "dynamodb"])

@@ -6,20 +6,18 @@ and the stored row must be the winner's."""
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
-import sys
 import threading
 import time
 import traceback
 import uuid
 
 import pytest
+from tessera_test_store_fixtures import dynamodb_table, kind_of, open_options, store_url  # noqa: F401
 
-sys.path.insert(0, os.path.dirname(__file__))
-from manifest_store_fixtures import dynamodb_table, kind_of, open_options, store_url  # noqa: E402,F401
-
-from tessera.stores.errors import VersionExistsError  # noqa: E402
-from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
+from tessera.stores.errors import VersionExistsError
+from tessera.stores.manifest_store import VersionRecord
+from tessera.stores.registry import open_manifest_store
+from tessera.stores.uri import normalize_table_uri
 
 ROUNDS = 20
 THREADS = 32

@@ -28,14 +28,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from tessera_test_http_proxy import HttpProxy
 
 from tessera.catalog import Table
 from tessera.stores import probe
 from tessera.stores.errors import ConditionalWriteUnsupportedError
 from tessera.stores.probe import CONFIG_CONDITIONAL_PUT, reset_probe_cache
-
-sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from http_proxy import HttpProxy  # noqa: E402
 
 # -- counting at the server --------------------------------------------------------------
 

@@ -6,14 +6,13 @@ deliberately broken subclass."""
 
 from __future__ import annotations
 
-import os
 import socket
-import sys
 import threading
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from tessera_test_http_proxy import HttpProxy
 
 from tessera import format as tformat
 from tessera.format.errors import TruncatedFileError
@@ -33,10 +32,8 @@ from tessera.stores.local import LocalObjectStore
 from tessera.stores.probe import probe_conditional_put, reset_probe_cache
 from tessera.stores.s3 import S3ObjectStore
 from tessera.stores.s3_io import plan_requests
-from tessera.stores.s3_options import S3Options, parse_s3_uri
-
-sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from http_proxy import HttpProxy  # noqa: E402
+from tessera.stores.s3_options import S3Options
+from tessera.stores.uri import parse_s3_uri
 
 MiB = 1024 * 1024
 
@@ -502,8 +499,8 @@ def test_catalog_table_on_s3(moto_server, bucket):
 
 def test_native_commit_refuses_a_store_that_ignores_the_condition(moto_server, bucket):
     """The commit path probes before trusting: nothing is committed."""
-    from tessera.commit.committer import commit_transaction, new_transaction
     from tessera.commit.handlers import NativeCommitHandler
+    from tessera.commit.operation import commit_transaction, new_transaction
 
     reset_probe_cache()
     broken = IgnoresCondition(f"s3://{bucket}/tbl", moto_server.storage_options())

@@ -8,7 +8,8 @@ import uuid
 
 import sqlalchemy as sa
 
-from tessera.stores.manifest_store import VersionRecord, open_manifest_store
+from tessera.stores.manifest_store import VersionRecord
+from tessera.stores.registry import open_manifest_store
 from tessera.stores.sql_schema import FLIP_ASYNC_WAL, table_hash
 
 

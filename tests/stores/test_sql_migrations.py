@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import sys
 import uuid
 
 import pytest
 import sqlalchemy as sa
+from tessera_test_store_fixtures import REPO, scratch_sql_url  # noqa: F401
 
-sys.path.insert(0, os.path.dirname(__file__))
-from manifest_store_fixtures import REPO, scratch_sql_url  # noqa: E402,F401
-
-from tessera.stores import sql_migrate  # noqa: E402
-from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
-from tessera.stores.sql_schema import META_TABLE_NAME, TABLE_NAME, Base  # noqa: E402
+from tessera.stores import sql_migrate
+from tessera.stores.manifest_store import VersionRecord
+from tessera.stores.registry import open_manifest_store
+from tessera.stores.sql_schema import META_TABLE_NAME, TABLE_NAME, Base
+from tessera.stores.uri import normalize_table_uri
 
 
 def _tables(url: str) -> set[str]:
@@ -176,7 +175,7 @@ def test_alembic_command_line_upgrades_from_the_repository(tmp_path):
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    from tessera.stores.manifest_store import open_manifest_store
+    from tessera.stores.registry import open_manifest_store
 
     store = open_manifest_store(url, create=False)  # check()s the schema: at head, with a store id
     assert store.store_id()

@@ -16,22 +16,21 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import traceback
 import uuid
 
 import pytest
 import sqlalchemy as sa
+from tessera_test_store_fixtures import load_deploy_module, scratch_sql_url, serialize_moto_dynamodb  # noqa: F401
 
-sys.path.insert(0, os.path.dirname(__file__))
-from manifest_store_fixtures import load_deploy_module, scratch_sql_url, serialize_moto_dynamodb  # noqa: E402,F401
-
-from tessera.stores import sql_migrate  # noqa: E402
-from tessera.stores.dynamodb_table import ensure_table, make_client  # noqa: E402
-from tessera.stores.errors import StoreSchemaError  # noqa: E402
-from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
-from tessera.stores.sql_schema import META_TABLE_NAME, TABLE_NAME  # noqa: E402
+from tessera.stores import sql_migrate, sql_store
+from tessera.stores.dynamodb_table import ensure_table, make_client
+from tessera.stores.errors import StoreSchemaError
+from tessera.stores.manifest_store import VersionRecord
+from tessera.stores.registry import open_manifest_store
+from tessera.stores.sql_schema import META_TABLE_NAME, TABLE_NAME
+from tessera.stores.uri import normalize_table_uri
 
 KINDS = ["sqlite", "postgresql", "mysql", "redis", "dynamodb"]
 PROCESSES = 4
@@ -277,7 +276,7 @@ def test_sql_store_without_the_id_row_creates_it_once(tmp_path):
     assert _is_id(made_by_migration)
     assert sql_migrate.upgrade(url) == sql_migrate.head_revision()
     assert sql_migrate.read_store_id(url) == made_by_migration  # a second upgrade keeps it
-    assert sql_migrate.ensure_store_id(url) == made_by_migration
+    assert sql_store.ensure_store_id(url) == made_by_migration
 
 
 # ------------------------------------------------------------------ typed schema checks (SQL)

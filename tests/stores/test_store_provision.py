@@ -10,13 +10,11 @@ import time
 import uuid
 
 import pytest
+from tessera_test_store_fixtures import REPO, load_deploy_module, serialize_moto_dynamodb
 
-sys.path.insert(0, os.path.dirname(__file__))
-from manifest_store_fixtures import REPO, load_deploy_module, serialize_moto_dynamodb  # noqa: E402
-
-from tessera.stores import sql_migrate  # noqa: E402
-from tessera.stores.errors import StoreSchemaError  # noqa: E402
-from tessera.stores.manifest_store import open_manifest_store  # noqa: E402
+from tessera.stores import sql_migrate
+from tessera.stores.errors import StoreSchemaError
+from tessera.stores.registry import open_manifest_store
 
 SCRIPTS = ["provision_sql", "provision_dynamodb", "check_redis"]
 

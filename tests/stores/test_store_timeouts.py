@@ -12,30 +12,26 @@ the identity, and bad values refused naming the setting.
 
 from __future__ import annotations
 
-import os
 import socket
-import sys
 import time
 import uuid
 from urllib.parse import urlencode
 
 import pytest
 import sqlalchemy as sa
+from tessera_test_fault_proxy import FaultProxy, _target, _via_proxy
+from tessera_test_store_fixtures import dynamodb_table, dynamodb_url  # noqa: F401
 
-sys.path.insert(0, os.path.dirname(__file__))
-# tests/ appended, not prepended: tests/catalog and tests/stores must not shadow the packages
-sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fault_proxy import FaultProxy, _target, _via_proxy  # noqa: E402
-from manifest_store_fixtures import dynamodb_table, dynamodb_url  # noqa: E402,F401
-
-from tessera.stores.errors import (  # noqa: E402
+from tessera.stores.errors import (
     AmbiguousStoreError,
     InvalidStorageOptionError,
     InvalidURIError,
     StoreUnavailableError,
 )
-from tessera.stores.manifest_store import VersionRecord, normalize_table_uri, open_manifest_store  # noqa: E402
-from tessera.stores.sql_schema import ManifestVersionRow, table_hash  # noqa: E402
+from tessera.stores.manifest_store import VersionRecord
+from tessera.stores.registry import open_manifest_store
+from tessera.stores.sql_schema import ManifestVersionRow, table_hash
+from tessera.stores.uri import normalize_table_uri
 
 IO = 1.0  # io_timeout of every proxied store
 SLACK = 3.0  # a stalled call must end before IO + SLACK seconds (the defaults are 5 s and more)

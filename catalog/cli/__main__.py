@@ -1,0 +1,5 @@
+"""``python -m tessera.catalog.cli``: the ``tessera`` command."""
+
+from . import main
+
+main()

@@ -1,0 +1,188 @@
+"""What the command line prints (rich): tables that fit the terminal, JSON,
+progress bars on stderr, byte counts."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+from collections.abc import Callable, Iterator
+
+import click
+import pyarrow as pa
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table as RichTable
+
+console = Console()
+err_console = Console(stderr=True)
+
+MIN_CELL = 8  # a column is never squeezed below this many characters (or its content, if shorter)
+MAX_CELL = 40  # nor widened beyond this
+
+
+def fresh_consoles() -> None:
+    """Fresh consoles for this invocation (the terminal width is read now: COLUMNS or the terminal)."""
+    global console, err_console
+    console, err_console = Console(), Console(stderr=True)
+
+
+def _cell(v) -> str:
+    """A value as one line of text; never empty (None is ∅, "" is \"\")."""
+    if v is None:
+        return "∅"
+    if isinstance(v, bytes):
+        v = v.hex() if len(v) <= 32 else v[:32].hex() + "…"
+    elif isinstance(v, (dt.datetime, dt.date)):
+        v = v.isoformat(sep=" ") if isinstance(v, dt.datetime) else v.isoformat()
+    elif isinstance(v, float):
+        v = repr(v)
+    elif isinstance(v, (dict, list, tuple)):
+        v = json.dumps(v, default=str, ensure_ascii=False)
+    text = str(v).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎").replace("\t", " ")
+    return text if text else '""'
+
+
+def _fit(headers: list[str], rows: list[list[str]], width: int) -> list[int]:
+    """Column widths for as many leading columns as fit in ``width`` terminal
+    cells (each at least MIN_CELL, or its content if shorter); at least one."""
+    from rich.cells import cell_len
+
+    natural = []
+    for i, h in enumerate(headers):
+        n = max([cell_len(h)] + [cell_len(r[i]) for r in rows])
+        natural.append(max(1, min(n, MAX_CELL)))
+    mins = [min(n, MIN_CELL) for n in natural]
+    budget = width - 1  # the left border; each column costs its width + 3 (padding, border)
+    widths: list[int] = []
+    for m in mins:
+        if sum(w + 3 for w in widths) + m + 3 > budget:
+            break
+        widths.append(m)
+    if not widths:
+        return [max(1, budget - 3)]
+    spare = budget - sum(w + 3 for w in widths)
+    while spare > 0:
+        grew = False
+        for i in range(len(widths)):
+            if spare > 0 and widths[i] < natural[i]:
+                widths[i] += 1
+                spare -= 1
+                grew = True
+        if not grew:
+            break
+    return widths
+
+
+def _middle(text: str, width: int) -> str:
+    """``text`` cut in the middle to ``width`` cells (column names differ at their ends)."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(text) <= width:
+        return text
+    if width < 5:
+        return set_cell_size(text, width - 1) + "…" if width > 1 else "…"
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    end = text[::-1]
+    return set_cell_size(text, head) + "…" + set_cell_size(end, tail)[::-1]
+
+
+def print_rows(
+    headers: list[str],
+    rows: list[list],
+    title: str | None = None,
+    note: str | None = None,
+    hint: str = "use --output json",
+) -> None:
+    """A table that fits the terminal: long cells end in an ellipsis, columns
+    that do not fit are left out (and counted), no cell is ever blank."""
+    from rich.text import Text
+
+    texts = [[_cell(v) for v in r] for r in rows]
+    heads = [_cell(h) for h in headers]
+    widths = _fit(heads, texts, console.width)
+    k = len(widths)
+    rt = RichTable(title=title, show_lines=False, expand=False)
+    for h, w in zip(heads, widths):
+        t = Text(_middle(h, w), style="bold")
+        rt.add_column(t, width=w, no_wrap=True, overflow="ellipsis")
+    for r in texts:
+        cells = []
+        for v, w in zip(r, widths):
+            t = Text(v)
+            t.truncate(w, overflow="ellipsis")
+            cells.append(t)
+        rt.add_row(*cells)
+    console.print(rt)
+    if k < len(heads):
+        more = len(heads) - k
+        console.print(
+            f"… {more} more column{'s' if more > 1 else ''} not shown "
+            f"({', '.join(heads[k : k + 3])}{', …' if more > 3 else ''}); {hint}"
+        )
+    if note:
+        console.print(note)
+
+
+def json_default(v):
+    if isinstance(v, (dt.datetime, dt.date)):
+        return v.isoformat()
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, dt.timedelta):
+        return v.total_seconds()
+    return str(v)
+
+
+def print_json(obj) -> None:
+    click.echo(json.dumps(obj, default=json_default, ensure_ascii=False, indent=2))
+
+
+def show(table: pa.Table, title: str | None = None, note: str | None = None) -> None:
+    print_rows(
+        table.column_names,
+        [list(r.values()) for r in table.to_pylist()],
+        title=title,
+        note=note,
+        hint="choose columns with --columns, or use --output json",
+    )
+
+
+def progress(label: str, total: int):
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+
+
+@contextlib.contextmanager
+def phases(label: str) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar (on stderr, removed when done) fed by an operation's
+    ``progress(phase, done, total)`` calls: one bar, relabelled per phase."""
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as prog:
+        task = prog.add_task(label, total=None)
+
+        def tell(phase: str, done: int, total: int) -> None:
+            prog.update(task, description=f"{label}: {phase}", completed=done, total=total)
+
+        yield tell
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)

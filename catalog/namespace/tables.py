@@ -1,0 +1,101 @@
+"""One table's object store and coordinator for a namespace request, and the stores shared between requests."""
+
+from __future__ import annotations
+
+from lance_namespace import TableVersion
+from lance_namespace import errors as nserr
+
+from tessera.commit import CommitHandler, VersionEntry, describe_version, open_handler, root_relative
+from tessera.stores.manifest_store import ManifestStore
+from tessera.stores.object_store import ObjectStore
+from tessera.stores.registry import open_manifest_store, open_object_store
+
+from ..catalog import Catalog
+from ..table.tags import Tags
+
+
+class SharedStores:
+    """The object stores and commit stores of a namespace's tables, each opened
+    once and shared between requests (a commit store's connections are pooled)."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._object_stores: dict[str, ObjectStore] = {}
+        self._manifest_stores: dict[str, ManifestStore] = {}
+
+    def object_store(self, uri: str) -> ObjectStore:
+        store = self._object_stores.get(uri)
+        if store is None:
+            store = self._object_stores[uri] = open_object_store(uri, self.catalog.storage_options)
+        return store
+
+    def commit_store(self, recorded: str) -> str | ManifestStore | None:
+        """A table's recorded commit store, opened once per namespace."""
+        cs = self.catalog._commit_store_for(recorded)
+        if not isinstance(cs, str):
+            return cs
+        ms = self._manifest_stores.get(cs)
+        if ms is None:
+            ms = self._manifest_stores[cs] = open_manifest_store(cs)
+        return ms
+
+    def close(self) -> None:
+        for ms in self._manifest_stores.values():
+            ms.close()
+        self._manifest_stores.clear()
+
+
+class TableAccess:
+    """One table's object store and coordinator, as the catalog records them
+    (stores are the namespace's, shared between requests; the handler is
+    fresh per request, so no request inherits another's bound identity)."""
+
+    def __init__(self, stores: SharedStores, ident: tuple[str, str]) -> None:
+        catalog = stores.catalog
+        self.ident = ident
+        self.name, self.uri, recorded = catalog._table_row(ident)
+        self.recorded = recorded
+        self.store = stores.object_store(self.uri)
+        self.handler: CommitHandler = open_handler(self.uri, stores.commit_store(recorded), catalog.retry)
+        self.root = root_relative(self.store)
+        #: set once a commit asked the coordinator for its version (its outcome may be unknown from then on)
+        self.asked = False
+
+    def full_path(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if self.root else rel
+
+    def table_relative(self, path: str) -> str:
+        """A store-root-relative path from a client, as a path inside the table (validated)."""
+        prefix = f"{self.root}/" if self.root else ""
+        clean = path.lstrip("/") if not prefix.startswith("/") else path
+        if not clean.startswith(prefix):
+            raise nserr.InvalidInputError(f"{path!r} is not inside the table {self.name} ({self.root})")
+        return clean[len(prefix) :]
+
+    def tags(self) -> Tags:
+        return Tags(self.store)
+
+    def latest(self) -> TableVersion | None:
+        """The latest version's entry (None for a declared table without
+        versions), half-done commits finished first; one listing or one row."""
+        entry = self.handler.latest_entry(self.store)
+        return None if entry is None else self.entry(entry)
+
+    def latest_version(self) -> int:
+        entry = self.latest()
+        return 0 if entry is None else int(entry.version)
+
+    def version_entry(self, version: int) -> TableVersion:
+        """``version``'s entry with its timestamp (reads the manifest)."""
+        return self.entry(describe_version(self.handler, self.store, version))
+
+    def entry(self, e: VersionEntry) -> TableVersion:
+        """A version's entry as the namespace answers it."""
+        entry = TableVersion(version=e.version, manifest_path=self.full_path(e.path), manifest_size=e.size)
+        if e.timestamp_millis is not None:
+            entry.timestamp_millis = e.timestamp_millis
+        return entry
+
+    def mark_asked(self) -> None:
+        """The coordinator is being asked for a version: a failure is no longer rolled back."""
+        self.asked = True

@@ -1,0 +1,741 @@
+"""``Table``: a Lance dataset at one version, what users open, create, read,
+write and travel in time with.
+
+A Table holds the :class:`TableSnapshot` of the version it is pinned to.
+Each operation is one call into the module that does it (``writes``,
+``mutations``, ``schema_ops``, ``indexes``, ``compaction``, ``maintenance``,
+``takes``), which takes the snapshot and returns the version it committed;
+the Table then moves to it.  A write that adds fragments is followed, as an
+explicit second step, by the commit of the zone maps that cover them
+(:meth:`Table._maintain_indices`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from tessera.commit import (
+    CleanupReport,
+    CommitHandler,
+    NamespaceCommitHandler,
+    NativeCommitHandler,
+    Progress,
+    RetryPolicy,
+    VersionCleanupReport,
+    call_namespace,
+    connect_namespace,
+    fragment_live_rows,
+    list_versions,
+    load_manifest,
+    open_handler,
+)
+from tessera.commit.errors import CoordinatorMismatchError, TableNotFoundError
+from tessera.format.file import schema as lschema
+from tessera.format.file.container import normalize_version
+from tessera.format.protos import table_pb2
+from tessera.format.table import manifest as mf
+from tessera.format.table.fragments import DEFAULT_MAX_ROWS_PER_FILE, file_reader_cache
+from tessera.stores.object_store import ObjectStore
+from tessera.stores.registry import open_object_store
+
+from ..errors import InvalidArgumentError, TableExistsError
+from ..names import check_location, is_table_name
+from ..query.scan import DEFAULT_BATCH_SIZE, Scan
+from . import compaction, indexes, maintenance, takes, writes
+from . import data as ldata
+from .compaction import CompactionMetrics
+from .data import Data
+from .rowid_index import RowIdIndex
+from .snapshot import TableSnapshot
+from .tags import Tags
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tessera.stores.manifest_store import ManifestStore
+
+    from ..query.arrow_dataset import TesseraDataset
+    from ..query.predicate import Predicate
+    from .mutations import MergeInsertBuilder
+
+
+_OPEN_HINT = (
+    "open it from its catalog with tessera.connect(warehouse=...).load_table({name}) "
+    "or from a namespace with Table.open({name}, namespace=...)"
+)
+_CREATE_HINT = "create it with tessera.connect(warehouse=...).create_table({name}, data)"
+
+
+def _naming(naming: str | mf.NamingScheme) -> mf.NamingScheme:
+    try:
+        return mf.NamingScheme(str(naming.value if isinstance(naming, mf.NamingScheme) else naming).upper())
+    except ValueError as exc:
+        raise InvalidArgumentError(f"naming scheme must be 'V1' or 'V2', got {naming!r}") from exc
+
+
+class Table:
+    """A Lance table at one version."""
+
+    #: set while a multi-table transaction holds this table (catalog/transaction.py):
+    #: its ``stage(table, txn, base, ...)`` records each commit instead
+    _staging: Any = None
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        mfile: mf.ManifestFile,
+        *,
+        handler: CommitHandler | None = None,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    ) -> None:
+        self._snap = TableSnapshot(store, mfile, handler or NativeCommitHandler(), max_rows_per_file)
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        data_or_schema: Data | pa.Schema,
+        *,
+        file_version: str = "2.2",
+        naming: str = "V2",
+        mode: str = "create",
+        stable_row_ids: bool = False,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        commit_store: str | ManifestStore | None = None,
+        storage_options: dict[str, str] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Table:
+        """Create a table from data (Arrow, pandas, ...) or from a pyarrow schema.
+
+        ``commit_store`` names an external manifest store (``redis://...``,
+        ``dynamodb:///TABLE?...``, a SQLAlchemy URL) that coordinates commits;
+        without it, the object store's own put-if-not-exists does.
+        ``mode="create"`` refuses an existing table; ``"overwrite"`` replaces it.
+        ``retry`` bounds retries and read-backs (default :class:`RetryPolicy`).
+
+        ``uri`` is a location: a URI, an absolute path, or a relative path
+        with a separator (``"warehouse/events"``, ``"./t2"``).  A bare name
+        (``"ns.t2"``, ``"t2"``) is a table *name* and is refused with
+        :class:`TableNameError` (see :mod:`tessera.catalog.names`): create
+        catalog tables with ``tessera.connect(...).create_table(name, ...)``."""
+        check_location(uri, catalog_hint=_CREATE_HINT)
+        store = open_object_store(uri, storage_options)
+        handler = open_handler(uri, commit_store, retry)
+        handler.check_store(store)  # refuse an untrustworthy store before writing anything
+        version = normalize_version(file_version)
+        scheme = _naming(naming)
+        if mode not in ("create", "overwrite"):
+            raise InvalidArgumentError(f"mode must be 'create' or 'overwrite', got {mode!r}")
+        if list_versions(store)[0] or handler.table_exists(store):
+            if mode == "create":
+                raise TableExistsError(f"a table already exists at {store.uri}; open it, or pass mode='overwrite'")
+            table = cls.open(uri, commit_store=commit_store, storage_options=storage_options, retry=retry)
+            table.overwrite(data_or_schema)
+            return table
+        mfile = writes.create(store, handler, data_or_schema, version, scheme, stable_row_ids, max_rows_per_file)
+        return cls(store, mfile, handler=handler, max_rows_per_file=max_rows_per_file)
+
+    @classmethod
+    def open(
+        cls,
+        uri: str | list[str],
+        version: int | str | None = None,
+        *,
+        commit_store: str | ManifestStore | None = None,
+        storage_options: dict[str, str] | None = None,
+        retry: RetryPolicy | None = None,
+        namespace: Any = None,
+        namespace_properties: dict[str, str] | None = None,
+    ) -> Table:
+        """Open the latest version, a version number, or a tag name.
+
+        ``retry`` bounds the retries and read-backs of this table's commits.
+        With ``namespace`` (a Lance Namespace client, or the ``http(s)://``
+        URL of a REST namespace such as ``tessera serve``), ``uri`` is the
+        table's id in it (``"sales.orders"`` or a list of parts) and every
+        commit goes through the namespace's ``create_table_version``;
+        ``namespace_properties`` configure a URL's client
+        (``{"header.Authorization": "Bearer TOKEN"}``).
+
+        Without ``namespace``, ``uri`` is a location: a URI, an absolute
+        path, or a relative path with a separator (``"warehouse/events"``,
+        ``"./t2"``).  A bare name (``"ns.t2"``, ``"t2"``) is a table *name*
+        and is refused with :class:`TableNameError` (see
+        :mod:`tessera.catalog.names`): open it from its catalog
+        (``tessera.connect(...).load_table(name)``) or its namespace."""
+        if namespace is not None:
+            if commit_store is not None:
+                raise InvalidArgumentError("a table opened through a namespace commits through it: no commit_store")
+            return cls._open_in_namespace(namespace, uri, version, storage_options, retry, namespace_properties)
+        if not isinstance(uri, str):
+            raise InvalidArgumentError(f"a table URI is a string (a list is a table id: pass namespace=), got {uri!r}")
+        check_location(uri, catalog_hint=_OPEN_HINT)
+        store = open_object_store(uri, storage_options)
+        handler = open_handler(uri, commit_store, retry)
+        try:
+            mfile = handler.load(store, Tags(store).version_of(version) if version is not None else None)
+        except TableNotFoundError:
+            if handler.kind != "native" and list_versions(store)[0]:
+                # a table is on storage, but the store has no rows for it: say whose it is
+                handler.bind(load_manifest(store).manifest, store.uri)
+                raise CoordinatorMismatchError(
+                    f"{store.uri} has versions on storage, but the {handler.kind} store at "
+                    f"{handler.config().get('tessera.commit.store')} has no rows for it "
+                    "(the table was committed without this store, "
+                    "or the store lost them); open it without commit_store, or with its own store"
+                ) from None
+            raise
+        try:
+            handler.bind(mfile.manifest, store.uri)
+        except CoordinatorMismatchError:
+            pass  # reading is allowed; every write binds again and is refused
+        return cls(store, mfile, handler=handler)
+
+    @classmethod
+    def _open_in_namespace(
+        cls,
+        namespace: Any,
+        table_id: str | Sequence[str],
+        version: int | str | None,
+        storage_options: dict[str, str] | None,
+        retry: RetryPolicy | None,
+        properties: dict[str, str] | None = None,
+    ) -> Table:
+        from lance_namespace import DescribeTableRequest  # half a second: imported with the first namespace
+
+        try:
+            ns = connect_namespace(namespace, properties)
+        except ValueError as exc:
+            raise InvalidArgumentError(str(exc)) from None
+        if isinstance(table_id, str) and table_id and not is_table_name(table_id):
+            raise InvalidArgumentError(
+                f"{table_id!r} is a path or URI, but a table opened through a namespace is named by its id "
+                "('namespace.table'); open a path without namespace="
+            )
+        parts = table_id.split(".") if isinstance(table_id, str) else list(table_id)
+        if not parts or not all(isinstance(p, str) and p for p in parts):
+            raise InvalidArgumentError(f"a table id is 'namespace.table' or a list of parts, got {table_id!r}")
+        handler = NamespaceCommitHandler(ns, parts, retry)
+        described = call_namespace(ns, "describe_table", DescribeTableRequest, id=parts)
+        location = described.get("location") or described.get("table_uri")
+        if not location:
+            raise TableNotFoundError(f"the namespace names no location for {'.'.join(parts)}")
+        opts = {**(described.get("storage_options") or {}), **(storage_options or {})}
+        store = open_object_store(str(location), opts or None)
+        mfile = handler.load(store, Tags(store).version_of(version) if version is not None else None)
+        return cls(store, mfile, handler=handler)
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> TableSnapshot:
+        """The version this object is pinned to, as an immutable value."""
+        return self._snap
+
+    # the snapshot's parts under the names Table's state had (tests read them and a
+    # test swaps the handler; code outside catalog/table/ reads `snapshot`)
+
+    @property
+    def _store(self) -> ObjectStore:
+        return self._snap.store
+
+    @property
+    def _mfile(self) -> mf.ManifestFile:
+        return self._snap.mfile
+
+    @property
+    def _handler(self) -> CommitHandler:
+        return self._snap.handler
+
+    @_handler.setter
+    def _handler(self, handler: CommitHandler) -> None:
+        self._snap = dataclasses.replace(self._snap, handler=handler)
+
+    @property
+    def _fields(self) -> list[lschema.LanceField]:
+        return self._snap.fields
+
+    @property
+    def max_rows_per_file(self) -> int:
+        return self._snap.max_rows_per_file
+
+    @max_rows_per_file.setter
+    def max_rows_per_file(self, rows: int) -> None:
+        self._snap = dataclasses.replace(self._snap, max_rows_per_file=rows)
+
+    @property
+    def uri(self) -> str:
+        return self._snap.uri
+
+    @property
+    def store(self) -> ObjectStore:
+        return self._snap.store
+
+    @property
+    def version(self) -> int:
+        return self._snap.version
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._snap.schema
+
+    @property
+    def manifest(self) -> table_pb2.Manifest:
+        return self._snap.manifest
+
+    @property
+    def file_version(self) -> str:
+        return self._snap.file_version
+
+    @property
+    def stable_row_ids(self) -> bool:
+        return self._snap.stable_row_ids
+
+    @property
+    def fragments(self) -> list[table_pb2.DataFragment]:
+        return self._snap.fragments
+
+    @property
+    def tags(self) -> Tags:
+        return Tags(self._store)
+
+    def latest_version(self) -> int:
+        return self._handler.latest_version(self._store)
+
+    def refresh(self) -> Table:
+        """Move this object to the latest version."""
+        self._snap = self._snap.at(self._handler.load(self._store))
+        return self
+
+    def repair(self) -> list[str]:
+        """Finish half-done commits (external stores); returns what could not be finished."""
+        return self._handler.repair(self._store)
+
+    def checkout(self, version: int | str) -> Table:
+        """A new Table at ``version`` (a number or a tag)."""
+        return Table(
+            self._store,
+            self._handler.load(self._store, self.tags.version_of(version)),
+            handler=self._handler,
+            max_rows_per_file=self.max_rows_per_file,
+        )
+
+    def __repr__(self) -> str:
+        return f"Table({self.uri!r}, version={self.version}, rows={self.count_rows()})"
+
+    def close(self) -> None:
+        """Release the connections of this table's manifest store (if any)
+        and the data files its takes keep open."""
+        self._handler.close()
+        cache = self.__dict__.pop("_file_reader_cache", None)
+        if cache is not None:
+            cache.close()
+
+    # -- committing ----------------------------------------------------------------------
+
+    def _stage(self) -> writes.Stage | None:
+        """Inside a multi-table transaction, what records this table's commits there."""
+        staging = self._staging
+        return None if staging is None else functools.partial(staging.stage, self)
+
+    def _move_to(self, mfile: mf.ManifestFile | None) -> None:
+        """Move to the version an operation committed (None: it committed nothing)."""
+        if mfile is not None:
+            self._snap = self._snap.at(mfile)
+
+    def _maintain_indices(self, columns: Sequence[str] | None = None) -> None:
+        """The second step of a write that added fragments: a commit of the zone
+        maps covering them (``indexes.maintain``).  Inside a multi-table
+        transaction it waits: the transaction runs it for each table after
+        committing (catalog/transaction.py)."""
+        if self._staging is None:
+            self._move_to(indexes.maintain(self._snap, columns))
+
+    # -- writes --------------------------------------------------------------------------
+
+    def append(self, data: Data) -> Table:
+        """Append rows; their columns must match the table's (by name)."""
+        written = writes.append(self._snap, data, self._stage())
+        if written is not None:  # no rows: no version
+            self._move_to(written)
+            self._maintain_indices()
+        return self
+
+    def overwrite(self, data: Data | pa.Schema) -> Table:
+        """Replace every row; the new data may have a new schema."""
+        self._move_to(writes.overwrite(self._snap, data, self._stage()))
+        self._maintain_indices()
+        return self
+
+    def delete(self, predicate: Predicate) -> Table:
+        """Delete the rows matching ``predicate`` (SQL text or a pyarrow expression)."""
+        from . import mutations  # the predicate machinery (sqlglot): imported with the first mutation
+
+        self._move_to(mutations.delete(self._snap, predicate, self._stage()))
+        return self
+
+    def update(self, values: dict[str, Any], where: Predicate | None = None) -> Table:
+        """Set columns to values or expressions (SQL strings or pyarrow
+        expressions) on the rows matching ``where`` (all rows when None)."""
+        from . import mutations
+
+        self._move_to(mutations.update(self._snap, values, where, self._stage()))
+        self._maintain_indices()
+        return self
+
+    def merge_insert(
+        self,
+        data: Data | str | Sequence[str],
+        on: str | Sequence[str] | None = None,
+        *,
+        when_matched_update_all: bool = True,
+        when_not_matched_insert_all: bool = True,
+        when_not_matched_by_source_delete: bool = False,
+    ) -> dict[str, int] | MergeInsertBuilder:
+        """Upsert ``data`` by the key columns ``on``; returns counts of rows
+        updated, inserted and deleted (pylance's semantics: every matched
+        target row is updated, a target row matched by two source rows is an
+        error, NULL keys never match).
+
+        ``t.merge_insert("id")`` (the key columns only) returns pylance's
+        builder instead: ``.when_matched_update_all().when_not_matched_insert_all().execute(data)``."""
+        from . import mutations
+
+        if on is None:
+            if isinstance(data, str) or (isinstance(data, (list, tuple)) and all(isinstance(c, str) for c in data)):
+                return mutations.MergeInsertBuilder(self, data)
+            raise InvalidArgumentError("merge_insert needs the key columns: merge_insert(data, on=...)")
+        mfile, stats = mutations.merge_insert(
+            self._snap,
+            data,
+            on,
+            when_matched_update_all,
+            when_not_matched_insert_all,
+            when_not_matched_by_source_delete,
+            self._stage(),
+        )
+        self._move_to(mfile)
+        self._maintain_indices()
+        return stats
+
+    def add_columns(self, columns: dict[str, Predicate] | Data) -> Table:
+        """Add columns computed from expressions ({name: SQL or pyarrow
+        expression}) or given as data (a table with one row per live row)."""
+        from . import schema_ops  # the predicate machinery (sqlglot)
+
+        self._move_to(schema_ops.add_columns(self._snap, columns, self._stage()))
+        self._maintain_indices()
+        return self
+
+    def drop_columns(self, names: Sequence[str]) -> Table:
+        from . import schema_ops
+
+        self._move_to(schema_ops.drop_columns(self._snap, names, self._stage()))
+        return self
+
+    def rename_column(self, old: str, new: str) -> Table:
+        from . import schema_ops
+
+        self._move_to(schema_ops.rename_column(self._snap, old, new, self._stage()))
+        return self
+
+    def restore(self, version: int | str) -> Table:
+        """Make an older version (or tag) the latest, as a new version."""
+        self._move_to(writes.restore(self._snap, self.tags.version_of(version), self._stage()))
+        return self
+
+    # -- properties and indices ----------------------------------------------------------
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The table's properties (the manifest's config), e.g. ``tessera.zonemap.columns``."""
+        return dict(self.manifest.config)
+
+    def set_properties(self, values: dict[str, str] | None = None, *, remove: Sequence[str] = ()) -> Table:
+        """Set (and ``remove``) table properties in one commit.  ``tessera.zonemap.columns``
+        (comma-separated column names) names the columns whose zone maps every
+        write keeps current; setting it indexes those columns now.  The commit
+        coordinator's own keys (``tessera.commit.*``) cannot be set."""
+        values, removed = writes.check_properties(values, remove)
+        for c in indexes.parse_columns(values.get(indexes.ZONEMAP_COLUMNS)):
+            indexes.check_indexable(self._snap, c)
+        if not values and not removed:
+            return self
+        self._move_to(writes.set_properties(self._snap, values, removed, self._stage()))
+        if indexes.ZONEMAP_COLUMNS in values:
+            self._maintain_indices()
+        return self
+
+    def create_index(
+        self,
+        column: str,
+        index_type: str = "zonemap",
+        *,
+        name: str | None = None,
+        rows_per_zone: int | None = None,
+    ) -> Table:
+        """Build a ZONEMAP index (pylance 14's, per-zone min/max/null/NaN counts)
+        on ``column`` over every fragment, replacing any zone map it has; from
+        then on every write keeps it covering its new fragments.  Scans with a
+        range filter on the column skip the fragments and row ranges no zone
+        can match (pylance does too).  On a table without rows the column is
+        recorded in ``tessera.zonemap.columns`` and indexed by the first write."""
+        indexes.check_index_request(self._snap, column, index_type, name, rows_per_zone)
+        if self.fragments:
+            self._move_to(indexes.create_index(self._snap, column, name, rows_per_zone, self._stage()))
+            return self
+        configured = indexes.configured_columns(self._snap)
+        if column not in configured:
+            self.set_properties({indexes.ZONEMAP_COLUMNS: ",".join([*configured, column])})
+        return self
+
+    def optimize_indices(self) -> Table:
+        """Extend every zone map (and index every ``tessera.zonemap.columns``
+        column) to cover all fragments, in one commit; writes do this themselves."""
+        self._move_to(indexes.optimize(self._snap, self._stage()))
+        return self
+
+    def list_indices(self) -> list[dict[str, Any]]:
+        """The table's indices (pylance's and Tessera's): name, type, columns,
+        uuid, the fragments covered and the version each was built on."""
+        return indexes.list_indices(self._snap)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def scanner(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        with_row_address: bool = False,
+        with_row_id: bool = False,
+        readahead: int | None = None,
+    ) -> Scan:
+        """A scan of this version; ``readahead`` (default 8) fragments are read
+        at once on a remote store such as S3 (1: one at a time)."""
+        if readahead is not None and (isinstance(readahead, bool) or not isinstance(readahead, int) or readahead < 1):
+            raise InvalidArgumentError(f"readahead must be a positive integer, got {readahead!r}")
+        snap = self._snap
+        scan = Scan(
+            snap.store,
+            snap.manifest.fragments,
+            snap.fields,
+            snap.schema,
+            columns,
+            filter,
+            limit,
+            offset,
+            batch_size,
+            with_row_address,
+            with_row_id,
+            readahead,
+        )
+        if filter is not None:
+            from ..query.pruning import pruner  # the predicate machinery: imported with the first filter
+
+            scan.row_ranges = pruner(snap.store, snap.index_section, snap.fields, snap.schema, filter, scan.fragments)
+        return scan
+
+    def to_arrow(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        *,
+        with_row_address: bool = False,
+        with_row_id: bool = False,
+    ) -> pa.Table:
+        return self.scanner(
+            columns, filter, limit, offset, with_row_address=with_row_address, with_row_id=with_row_id
+        ).to_table()
+
+    def to_batches(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        with_row_address: bool = False,
+        with_row_id: bool = False,
+    ) -> pa.RecordBatchReader:
+        return self.scanner(columns, filter, limit, offset, batch_size, with_row_address, with_row_id).reader()
+
+    def to_pandas(self, **kw: Any) -> Any:
+        """A pandas DataFrame (``to_arrow``'s arguments select rows and columns)."""
+        return ldata.to_pandas(self.to_arrow(**kw), self.schema.metadata)
+
+    def to_polars(self, **kw: Any) -> pl.DataFrame | pl.Series:
+        """A Polars DataFrame (``to_arrow``'s arguments select rows and columns)."""
+        import polars as pl
+
+        return pl.from_arrow(self.to_arrow(**kw))
+
+    def to_dataset(self) -> TesseraDataset:
+        """A pyarrow Dataset view (DuckDB and Polars push projection and filters into it)."""
+        from ..query.arrow_dataset import TesseraDataset
+
+        return TesseraDataset(self)
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """This version's rows, every column, as an Arrow C stream (a PyCapsule),
+        so Arrow consumers (``duckdb.sql("... from t")``, ``pa.table(t)``, Polars)
+        read the table directly; a batch is read only when the consumer asks.
+        ``requested_schema`` (a schema capsule) casts the columns."""
+        from ..query.stream import BatchStream
+
+        stream = BatchStream(self.scanner())
+        try:
+            return stream.to_reader().__arrow_c_stream__(requested_schema)
+        except (TypeError, ValueError, pa.ArrowException) as e:
+            stream.close()
+            raise InvalidArgumentError(f"cannot stream {self.uri} as the requested schema: {e}") from None
+
+    def to_duckdb(self, name: str | None = None, connection: Any = None) -> Any:
+        """A DuckDB relation over this version (the :meth:`to_dataset` view:
+        DuckDB pushes projections and filters into Tessera).  With ``name`` the
+        view is also registered under that name for SQL on ``connection``
+        (DuckDB's default connection when not given)."""
+        import duckdb
+
+        if connection is None:
+            default = duckdb.default_connection
+            connection = default() if callable(default) else default
+        elif not isinstance(connection, duckdb.DuckDBPyConnection):
+            raise InvalidArgumentError(f"connection must be a duckdb connection, not {type(connection).__name__}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise InvalidArgumentError(f"name must be a non-empty string, got {name!r}")
+        ds = self.to_dataset()
+        if name is None:
+            return connection.from_arrow(ds)
+        connection.register(name, ds)
+        return connection.view(name)
+
+    def head(self, n: int = 5, columns: Sequence[str] | None = None, filter: Predicate | None = None) -> pa.Table:
+        """The first ``n`` rows (of those matching ``filter``)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise InvalidArgumentError(f"head needs a non-negative row count, got {n!r}")
+        return self.to_arrow(columns, filter, limit=int(n))
+
+    def count_rows(self, filter: Predicate | None = None) -> int:
+        if filter is None:
+            return sum(fragment_live_rows(f) for f in self.manifest.fragments)
+        scan = self.scanner(columns=[], filter=filter)
+        return sum(b.num_rows for b in scan.batches())
+
+    def take(
+        self, indices: Sequence[int], columns: Sequence[str] | None = None, *, with_row_address: bool = False
+    ) -> pa.Table:
+        """Rows by position among the live rows (0 .. count_rows()-1)."""
+        return takes.take(self._snap, file_reader_cache(self), indices, columns, with_row_address=with_row_address)
+
+    def take_blobs(
+        self,
+        column: str,
+        indices: Sequence[int] | None = None,
+        *,
+        ids: Sequence[int] | None = None,
+        addresses: Sequence[int] | None = None,
+    ) -> list[Any]:
+        """Values of blob column ``column`` as read-only, seekable file-like
+        objects (pylance's ``take_blobs``): each reads only the bytes asked
+        for, from the data file (or sidecar) holding the value; None for a
+        null value.  Select rows by exactly one of ``indices`` (positions
+        among the live rows, as :meth:`take`), ``ids`` (``_rowid``) or
+        ``addresses`` (``_rowaddr``).  Close the files when done.
+
+        Raises:
+            InvalidArgumentError: not exactly one selection, or a row that is not live.
+            NotABlobColumnError: ``column`` is not a blob column.
+            UnsupportedEncodingError: a value is an external blob (outside the table).
+        """
+        return takes.take_blobs(self._snap, self.row_id_index, file_reader_cache(self), column, indices, ids, addresses)
+
+    def row_id_index(self) -> RowIdIndex:
+        """This version's row id -> row address index (built on first use, cached)."""
+        cached = self.__dict__.get("_rowid_index_cache")
+        if cached is None or cached[0] is not self._mfile:
+            index = RowIdIndex.build(self._store, self.manifest.fragments)
+            cached = self.__dict__["_rowid_index_cache"] = (self._mfile, index)
+        return cached[1]
+
+    def take_rows(
+        self, row_ids: Sequence[int] | np.ndarray, columns: Sequence[str] | None = None, *, on_missing: str = "skip"
+    ) -> pa.Table:
+        """Rows by ``_rowid`` (the stable id; the row address without stable
+        row ids), in the order given; ids not live are skipped (or raise with
+        ``on_missing="raise"``)."""
+        return takes.take_rows(
+            self._snap, self.row_id_index, file_reader_cache(self), row_ids, columns, on_missing=on_missing
+        )
+
+    # -- history and maintenance ---------------------------------------------------------
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Every version: number, timestamp, operation, rows added and removed."""
+        return maintenance.versions(self._snap)
+
+    def compact(
+        self,
+        target_rows_per_fragment: int = 1024 * 1024,
+        sort_by: str | Sequence[str] | None = None,
+        *,
+        materialize_deletions: bool = True,
+        materialize_deletions_threshold: float = 0.1,
+        external_sequences_over: int | None = None,
+        progress: Progress | None = None,
+    ) -> CompactionMetrics:
+        """Merge small fragments and materialise deletions (row ids are kept);
+        ``sort_by`` (column names) also sorts the rows.  Returns CompactionMetrics.
+        ``progress(phase, done, total)`` is told how many fragments are rewritten."""
+        metrics, mfile = compaction.compact(
+            self._snap,
+            target_rows_per_fragment,
+            sort_by,
+            materialize_deletions=materialize_deletions,
+            materialize_deletions_threshold=materialize_deletions_threshold,
+            external_sequences_over=external_sequences_over,
+            progress=progress,
+            stage=self._stage(),
+        )
+        self._move_to(mfile)
+        if metrics.groups:
+            self._maintain_indices(compaction.zonemap_columns(self._snap, sort_by))
+        return metrics
+
+    def cleanup(
+        self,
+        older_than: dt.timedelta | dt.datetime = dt.timedelta(days=14),
+        *,
+        keep_tagged: bool = True,
+        orphan_age: dt.timedelta | None = dt.timedelta(days=1),
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> VersionCleanupReport:
+        """Delete versions older than ``older_than`` (except the latest and, with
+        ``keep_tagged``, tagged ones; the tags of removed versions are deleted)
+        and every file only they needed, then failed commits' orphans older than
+        ``orphan_age``.  Returns a VersionCleanupReport; ``progress(phase, done,
+        total)`` is told how far the reading of versions and the deleting are."""
+        return maintenance.cleanup(self._snap, older_than, keep_tagged, orphan_age, dry_run, progress)
+
+    def cleanup_orphans(self, older_than: dt.timedelta | None = None, *, dry_run: bool = False) -> CleanupReport:
+        """Remove files of failed commits (unreferenced data, deletion and
+        transaction files, stale staged manifests) older than ``older_than``."""
+        return maintenance.cleanup_orphans(self._snap, older_than, dry_run)
+
+
+__all__ = ["Table", "TableExistsError", "TableNotFoundError", "RetryPolicy"]

@@ -1,0 +1,498 @@
+"""The external-store commit handler: stage, reserve, publish, flip, delete staged.
+
+The manifest is staged as ``{final}-{uuid}``, the version is reserved in an
+external manifest store (the commit point), then *published*: created at its
+final name with put-if-not-exists, the row flipped to the final path and the
+staged object deleted.  Every step after the reservation is repair:
+idempotent, and run by whoever gets there first (readers included).
+
+Writers outside the store (pylance by URI) create final names directly.  Every
+step that finds a final manifest already there compares its transaction uuid
+with the row's: the same -> ours, finished by someone else; another -> the
+version belongs to that writer, and the row is *adopted* for it (it now points
+to their manifest and their transaction).  A writer whose version was adopted
+away rebases and retries at the next version; it never acknowledges a commit
+whose manifest is not the one at the final name.  Readers also adopt foreign
+versions committed past the store's latest row.
+
+An ambiguous store error never deletes a staged manifest: the outcome is read
+back with the retry policy's patience (:meth:`RetryPolicy.read_back`), and is
+ours, theirs, or unknown (:class:`CommitOutcomeUnknownError`).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+import uuid
+from contextlib import AbstractContextManager
+
+from tessera.format.protos import table_pb2
+from tessera.format.table import manifest as mf
+from tessera.format.table import paths
+from tessera.stores.errors import (
+    AlreadyExistsError,
+    AmbiguousStoreError,
+    IncarnationMismatchError,
+    ObjectNotFoundError,
+    StoreError,
+    StoreUnavailableError,
+    VersionExistsError,
+)
+from tessera.stores.manifest_store import ManifestStore, VersionRecord
+from tessera.stores.object_store import ObjectStore
+
+from .. import faults
+from ..errors import (
+    CommitConflictError,
+    CommitOutcomeUnknownError,
+    CoordinatorMismatchError,
+    StoreIdentityMismatchError,
+    TableNotFoundError,
+    UnrecoverableCommitError,
+    VersionNotFoundError,
+)
+from ..lineage import CONFIG_INCARNATION, fingerprint, transaction_uuid, transaction_uuid_of
+from ..retry import DEFAULT_POLICY, RetryPolicy
+from ..txn_files import repair_transaction_files
+from .base import CONFIG_COORDINATOR, CONFIG_STORE, CONFIG_STORE_ID, VersionEntry, bind_incarnation, local_commit_lock
+
+__all__ = ["ExternalCommitHandler"]
+
+log = logging.getLogger(__name__)
+
+
+class ExternalCommitHandler:
+    """Stage, reserve in a manifest store, publish (create-only), flip, delete staged."""
+
+    def __init__(
+        self,
+        manifest_store: ManifestStore,
+        table_key: str,
+        incarnation: str | None = None,
+        policy: RetryPolicy | None = None,
+    ) -> None:
+        self.ms = manifest_store
+        self.kind = manifest_store.kind
+        self.table_key = table_key
+        self.incarnation = incarnation or uuid.uuid4().hex
+        self.bound = incarnation is not None
+        self.policy = policy or DEFAULT_POLICY
+
+    def check_store(self, store: ObjectStore) -> None:
+        """Nothing to probe: the external store decides commits."""
+
+    def config(self) -> dict[str, str]:
+        return {
+            CONFIG_COORDINATOR: self.kind,
+            CONFIG_STORE: self.ms.identity(),
+            CONFIG_STORE_ID: self.ms.store_id(),
+            CONFIG_INCARNATION: self.incarnation,
+        }
+
+    def bind(self, manifest: table_pb2.Manifest, uri: str) -> None:
+        cfg = manifest.config
+        if CONFIG_COORDINATOR not in cfg and self._bind_unmarked(manifest, uri):
+            return
+        recorded = cfg.get(CONFIG_COORDINATOR, "native")
+        if recorded != self.kind:
+            raise CoordinatorMismatchError(
+                f"{uri} is coordinated by {recorded!r}"
+                + (f" ({cfg.get(CONFIG_STORE)})" if recorded != "native" else "")
+                + f", but this writer uses {self.kind!r}; mixing coordinators loses commits. "
+                + (
+                    "Open it with commit_store=<that store's URL>."
+                    if recorded != "native"
+                    else "Open it without commit_store."
+                )
+            )
+        self.check_store_identity(cfg, uri)
+        bind_incarnation(self, manifest, uri)
+
+    def _bind_unmarked(self, manifest: table_pb2.Manifest, uri: str) -> bool:
+        """A manifest without Tessera's identity entries that this store
+        recorded (pylance committing through Tessera's Lance Namespace writes
+        them so): the store coordinates the table, and its row says the
+        incarnation.  False when the store has no such row."""
+        row = self.ms.get(self.table_key, manifest.version)
+        if row is None:
+            return False
+        if self.bound and row.incarnation != self.incarnation:
+            raise IncarnationMismatchError(
+                f"{uri} version {manifest.version} belongs to incarnation {row.incarnation}, but this writer read "
+                f"incarnation {self.incarnation}: the table was dropped and recreated since; reopen it"
+            )
+        self.incarnation, self.bound = row.incarnation, True
+        return True
+
+    def check_store_identity(self, cfg, uri: str) -> None:
+        """The store's own id must be the recorded one; tables from before
+        store ids were recorded by URL, which must then match (they record
+        the id on their next write)."""
+        recorded_id = cfg.get(CONFIG_STORE_ID)
+        if recorded_id:
+            mine = self.ms.store_id()
+            if recorded_id != mine:
+                raise StoreIdentityMismatchError(uri, recorded_id, cfg.get(CONFIG_STORE), mine, self.ms.identity())
+            return
+        recorded_url = cfg.get(CONFIG_STORE)
+        if recorded_url and recorded_url != self.ms.identity():
+            raise CoordinatorMismatchError(
+                f"{uri} is coordinated by the {self.kind} store {recorded_url}, not {self.ms.identity()}"
+            )
+
+    def check_lineage(self, manifest: table_pb2.Manifest, uri: str) -> None:
+        bind_incarnation(self, manifest, uri)
+
+    def verify_base(self, store: ObjectStore, base: mf.ManifestFile) -> None:
+        """The store's row of ``base.version`` must still be the one read (a
+        reservation also checks its predecessor's incarnation, so commits
+        need not call this; rebases and failed reads do)."""
+        row = self.policy.read_back(lambda: self.ms.get(self.table_key, base.version))
+        mine = transaction_uuid(base)
+        if (
+            row is not None
+            and (not self.bound or row.incarnation == self.incarnation)
+            and (mine is None or row.transaction_uuid == mine)
+        ):
+            return
+        raise IncarnationMismatchError(
+            f"version {base.version} of {self.table_key} is not the one this writer read "
+            + (
+                "(it is gone)"
+                if row is None
+                else f"(incarnation {row.incarnation}, transaction {row.transaction_uuid})"
+            )
+            + ": the table was dropped and recreated since (nothing was written); reopen it"
+        )
+
+    # -- writing -----------------------------------------------------------------------
+
+    def commit(
+        self,
+        store: ObjectStore,
+        version: int,
+        data: bytes,
+        scheme: mf.NamingScheme,
+        txn_uuid: str,
+        base: mf.ManifestFile | None,
+        deadline: float | None = None,
+    ) -> None:
+        record = self.stage(store, version, data, scheme, txn_uuid)
+        self.commit_staged(store, version, record.path, data, scheme, txn_uuid, deadline)
+
+    def stage(
+        self, store: ObjectStore, version: int, data: bytes, scheme: mf.NamingScheme, txn_uuid: str
+    ) -> VersionRecord:
+        """Write the staged manifest; the record to reserve for it."""
+        final = paths.manifest_path(version, scheme)
+        staged = paths.staged_manifest_path(final)
+        store.put(staged, data)
+        faults.point(faults.STAGED)
+        return VersionRecord(self.table_key, version, staged, len(data), txn_uuid, self.incarnation)
+
+    def complete(
+        self, store: ObjectStore, record: VersionRecord, final: str, data: bytes, deadline: float | None = None
+    ) -> None:
+        """After our reservation: publish, flip, delete staged.  Raises
+        CommitConflictError when a foreign writer's manifest took the final
+        name (the row is adopted for it), CommitOutcomeUnknownError when the
+        manifest could not be published within the read-back window."""
+        if not self.publish(store, record, final, data, deadline):
+            raise CommitConflictError(record.version, "a writer outside the manifest store committed it first")
+        faults.point(faults.COPIED)
+        try:
+            self.ms.flip(record.table_key, record.version, record.path, final)
+            faults.point(faults.FLIPPED)
+            store.delete(record.path)
+        except (StoreError, OSError) as exc:
+            # the final manifest is ours and in place: a later open flips the row
+            log.warning(
+                "%s: version %d committed; flipping its row failed (%s), a later open finishes it",
+                store.uri,
+                record.version,
+                exc,
+            )
+
+    def reserve(self, store: ObjectStore, record: VersionRecord, deadline: float | None = None) -> None:
+        """Reserve ``record``; on an ambiguous answer, read it back with patience."""
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                self.ms.reserve(record)
+                return
+            except VersionExistsError as exc:
+                row = self._read_back(record, deadline, exc)
+                if row is not None and row.transaction_uuid == record.transaction_uuid:
+                    return  # our own earlier attempt (a lost response) won
+                store.delete(record.path)  # unambiguous: another writer holds the version
+                raise CommitConflictError(record.version) from exc
+            except IncarnationMismatchError:
+                store.delete(record.path)
+                raise
+            except (AmbiguousStoreError, StoreUnavailableError) as exc:
+                row = self._read_back(record, deadline, exc)
+                if row is not None and row.transaction_uuid == record.transaction_uuid:
+                    return
+                if row is not None:
+                    store.delete(record.path)
+                    raise CommitConflictError(record.version) from exc
+                if attempts >= 3:
+                    # never delete the staged manifest after an ambiguous error
+                    raise CommitOutcomeUnknownError(
+                        f"reserving version {record.version} of {self.table_key}: {exc}; the staged manifest "
+                        f"{record.path} is kept and a later open finishes the commit if it happened"
+                    ) from exc
+
+    def _read_back(self, record: VersionRecord, deadline: float | None, cause: BaseException) -> VersionRecord | None:
+        try:
+            return self.policy.read_back(lambda: self.ms.get(record.table_key, record.version), deadline)
+        except (AmbiguousStoreError, StoreUnavailableError) as exc:
+            raise CommitOutcomeUnknownError(
+                f"cannot read back version {record.version} of {self.table_key} to learn whether it was committed "
+                f"({cause}; then {exc}); the staged manifest {record.path} is kept and a later open finishes the "
+                "commit if it happened"
+            ) from exc
+
+    def publish(
+        self, store: ObjectStore, record: VersionRecord, final: str, data: bytes | None, deadline: float | None = None
+    ) -> bool:
+        """Create the row's manifest at ``final`` (create-only).  True when the
+        manifest there is the row's; False when it is a foreign writer's (the
+        row is then adopted for that writer and our staged copy deleted)."""
+
+        def attempt() -> str:
+            if data is not None:
+                try:
+                    _create_final(store, record.path, final, data)
+                    return record.transaction_uuid
+                except AlreadyExistsError:
+                    pass
+                except AmbiguousStoreError:
+                    pass  # read what is there
+                except OSError as exc:  # a local disk error: nothing was created, try again
+                    raise StoreUnavailableError(f"cannot write {store.uri}/{final}: {exc}") from exc
+            try:
+                existing = store.read(final)
+            except ObjectNotFoundError:
+                if data is None:
+                    raise UnrecoverableCommitError(record.version, record.path, store.uri) from None
+                raise AmbiguousStoreError(f"{store.uri}/{final} is not there yet") from None
+            return transaction_uuid_of(existing) or _foreign_id(existing)
+
+        try:
+            owner = self.policy.read_back(attempt, deadline)
+        except (AmbiguousStoreError, StoreUnavailableError) as exc:
+            raise CommitOutcomeUnknownError(
+                f"version {record.version} of {self.table_key} is reserved, but its manifest could not be "
+                f"published at {store.uri}/{final} ({exc}); the staged manifest {record.path} is kept and a later "
+                "open finishes the commit"
+            ) from exc
+        if owner == record.transaction_uuid:
+            return True
+        self._adopt_row(store, record, final, owner)
+        return False
+
+    def _adopt_row(self, store: ObjectStore, record: VersionRecord, final: str, owner: str) -> None:
+        adopted = self.ms.adopt(record.table_key, record.version, record.path, final, owner)
+        log.warning(
+            "%s: version %d was committed by a writer outside the manifest store (transaction %s); "
+            "the store now records it as theirs%s",
+            store.uri,
+            record.version,
+            owner,
+            "" if adopted else " (someone else recorded it first)",
+        )
+        try:
+            store.delete(record.path)
+        except (StoreError, OSError):
+            pass  # an orphan: removed by clean-up
+
+    # -- reading -----------------------------------------------------------------------
+
+    def _final_path(self, store: ObjectStore, record: VersionRecord) -> str:
+        """The final manifest path of a row, finishing its commit when needed."""
+        if record.is_final:
+            return record.path
+        final = paths.final_manifest_path(record.path)
+        if final is None:
+            raise UnrecoverableCommitError(record.version, record.path, store.uri)
+        try:
+            data: bytes | None = store.read(record.path)
+        except ObjectNotFoundError:
+            data = None
+        if self.publish(store, record, final, data):
+            faults.point(faults.COPIED)
+            self.ms.flip(record.table_key, record.version, record.path, final)
+            faults.point(faults.FLIPPED)
+            if data is not None:
+                store.delete(record.path)
+        return final
+
+    def _latest_row(self, store: ObjectStore) -> VersionRecord:
+        """The latest row, finished, after adopting versions that writers
+        outside the store committed past it."""
+        row = self.ms.latest(self.table_key)
+        if row is None:
+            raise TableNotFoundError(f"no table {self.table_key} in the manifest store {self.ms.identity()}")
+        final = self._final_path(store, row)
+        scheme = mf.parse_manifest_name(final.rsplit("/", 1)[-1])
+        naming = scheme[1] if scheme else mf.NamingScheme.V2
+        while True:
+            nxt = paths.manifest_path(row.version + 1, naming)
+            try:
+                data = store.read(nxt)
+            except ObjectNotFoundError:
+                return row
+            owner = transaction_uuid_of(data) or _foreign_id(data)
+            found = VersionRecord(self.table_key, row.version + 1, nxt, len(data), owner, row.incarnation)
+            # a Tessera writer reserves its row before it publishes the final
+            # name, so a row there now is no foreign commit: the latest row was
+            # read before that writer's reservation (finished below)
+            got = self.ms.get(self.table_key, found.version)
+            if got is None:
+                try:
+                    if self.ms.reserve(found):  # False: another reader recorded it first (and said so)
+                        log.warning(
+                            "%s: version %d was committed by a writer outside the manifest store (transaction %s); "
+                            "recorded it",
+                            store.uri,
+                            found.version,
+                            owner,
+                        )
+                except VersionExistsError:
+                    pass  # a writer reserved it meanwhile: its row is read below (and finished)
+                except StoreError as exc:
+                    log.warning(
+                        "%s: cannot record version %d committed outside the store (%s)", store.uri, found.version, exc
+                    )
+                    return row
+                got = self.ms.get(self.table_key, found.version)
+            if got is None:
+                return row
+            self._final_path(store, got)
+            row = got
+
+    def latest_version(self, store: ObjectStore) -> int:
+        return self._latest_row(store).version
+
+    def versions_after(self, store: ObjectStore, version: int) -> list[int]:
+        rows = self.ms.versions_after(self.table_key, version)
+        for row in rows:
+            self._final_path(store, row)
+        return [r.version for r in rows]
+
+    def load(self, store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
+        if version is None:
+            row: VersionRecord | None = self._latest_row(store)
+        else:
+            row = self.ms.get(self.table_key, version)
+            if row is None:
+                latest = self.ms.latest(self.table_key)
+                if latest is not None and version > latest.version:
+                    self._latest_row(store)  # adopt foreign versions, then look again
+                    row = self.ms.get(self.table_key, version)
+        if row is None:
+            raise VersionNotFoundError(f"version {version} of {self.table_key} does not exist")
+        if row.incarnation != self.incarnation and self.bound:
+            raise IncarnationMismatchError(
+                f"{self.table_key} was dropped and recreated (incarnation {row.incarnation}, "
+                f"this handle has {self.incarnation}); reopen the table"
+            )
+        path = self._final_path(store, row)
+        try:
+            data = store.read(path)
+        except ObjectNotFoundError as exc:
+            raise VersionNotFoundError(
+                f"version {row.version} of {self.table_key} is recorded but its manifest {path} is gone "
+                "(removed by version clean-up)"
+            ) from exc
+        mfile = mf.read_manifest(data, f"{store.uri}/{path}")
+        mf.check_flags(mfile.manifest, writing=False)
+        mfile.fingerprint = fingerprint(data)
+        return mfile
+
+    def table_exists(self, store: ObjectStore) -> bool:
+        return self.ms.latest(self.table_key) is not None
+
+    def repair(self, store: ObjectStore) -> list[str]:
+        """Finish every half-done commit; report rows that cannot be finished."""
+        problems = []
+        finished = []
+        for row in self.ms.versions_after(self.table_key, 0):
+            try:
+                self._final_path(store, row)
+                finished.append(row.version)
+            except UnrecoverableCommitError as exc:
+                problems.append(str(exc))
+        # transaction files a power loss emptied, rewritten from their manifests
+        repair_transaction_files(store, (m for v in finished if (m := self._load_quiet(store, v)) is not None))
+        return problems
+
+    def _load_quiet(self, store: ObjectStore, version: int) -> mf.ManifestFile | None:
+        try:
+            return self.load(store, version)
+        except (VersionNotFoundError, IncarnationMismatchError):
+            return None  # recorded but cleaned up behind the store: nothing to repair
+
+    def pending_paths(self) -> set[str]:
+        return {r.path for r in self.ms.versions_after(self.table_key, 0) if not r.is_final}
+
+    def close(self) -> None:
+        self.ms.close()
+
+    def commit_lock(self, store: ObjectStore, deadline: float | None) -> AbstractContextManager[bool]:
+        return local_commit_lock(store, deadline)
+
+    # -- managed versioning's server half ---------------------------------------------
+
+    def latest_entry(self, store: ObjectStore) -> VersionEntry | None:
+        try:
+            row = self._latest_row(store)
+        except TableNotFoundError:
+            return None
+        # _latest_row finished the row's commit; a row read before that still names the staged file
+        rel = row.path if row.is_final else (paths.final_manifest_path(row.path) or row.path)
+        return VersionEntry(row.version, rel, row.size)
+
+    def commit_staged(
+        self,
+        store: ObjectStore,
+        version: int,
+        staged: str,
+        data: bytes,
+        scheme: mf.NamingScheme,
+        txn_uuid: str,
+        deadline: float | None = None,
+    ) -> None:
+        """Reserve the row for the staged file (the commit point), then publish, flip and delete it."""
+        record = VersionRecord(self.table_key, version, staged, len(data), txn_uuid, self.incarnation)
+        self.reserve(store, record, deadline)
+        faults.point(faults.RESERVED)
+        self.complete(store, record, paths.manifest_path(version, scheme), data, deadline)
+
+
+def _foreign_id(data: bytes) -> str:
+    """An id for a foreign manifest that names no transaction (content hash)."""
+    return "foreign-" + hashlib.sha256(data).hexdigest()[:40]
+
+
+def _create_final(store: ObjectStore, staged: str, final: str, data: bytes) -> None:
+    """Create ``final`` holding ``data`` (create-only; AlreadyExistsError when taken).
+    A local store links the staged file (``data``, already written and fsynced)
+    to the final name instead of writing and fsyncing the bytes again."""
+    link = getattr(store, "link_if_not_exists", None)
+    if link is not None:
+        try:
+            link(staged, final)
+            return
+        except ObjectNotFoundError:
+            pass  # the staged file is gone (cleaned up by a reader that finished the commit?): write it
+        except AlreadyExistsError:
+            raise
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+                raise
+    store.put_if_not_exists(final, data)

@@ -1,0 +1,172 @@
+"""Managed versioning's server half: a manifest a writer staged becomes a version.
+
+Through a Lance Namespace with managed versioning (``create_table_version``
+of Tessera's namespace, catalog/namespace/versions.py) a writer (pylance, or
+:class:`~commit.handlers.namespace_client.NamespaceCommitHandler`) stages its
+manifest at ``_versions/{final}-{uuid}`` and asks for the version.
+:func:`accept_staged` checks the staged path, the manifest, the version order
+and the incarnation, then the table's own handler commits it
+(:meth:`CommitHandler.commit_staged`: the native put, or reserve, publish and
+flip) and the staged file goes.  :func:`describe_version` is a version as the
+namespace describes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable
+
+from tessera.format.table import manifest as mf
+from tessera.format.table import paths
+from tessera.stores.errors import IncarnationMismatchError, ObjectNotFoundError, StoreError
+from tessera.stores.object_store import ObjectStore
+
+from . import faults
+from . import store as tstore
+from .errors import StagedManifestError, VersionNotFoundError, VersionTakenError
+from .handlers.base import CommitHandler, VersionEntry
+from .lineage import incarnation_of, transaction_uuid
+
+__all__ = ["accept_staged", "describe_version", "is_staged_manifest"]
+
+_STAGED = re.compile(r"^_versions/(?P<final>[0-9]{1,20}\.manifest)-[0-9A-Za-z-]{1,64}$")
+
+
+def is_staged_manifest(path: str) -> bool:
+    """Whether the table-relative ``path`` names a staged manifest."""
+    return _STAGED.match(path) is not None
+
+
+def describe_version(handler: CommitHandler, store: ObjectStore, version: int) -> VersionEntry:
+    """``version``'s entry with its timestamp (reads the manifest)."""
+    mfile = handler.load(store, version)
+    scheme = mfile.naming or tstore.list_versions(store)[1] or mf.NamingScheme.V2
+    rel = paths.manifest_path(version, scheme)
+    return _entry(version, rel, store.size(rel), mfile)
+
+
+def _entry(version: int, path: str, size: int, mfile: mf.ManifestFile) -> VersionEntry:
+    ts = mfile.manifest.timestamp
+    return VersionEntry(version, path, size, ts.seconds * 1000 + ts.nanos // 1_000_000)
+
+
+def accept_staged(
+    handler: CommitHandler,
+    store: ObjectStore,
+    version: int,
+    staged: str,
+    naming_scheme: str | None = None,
+    *,
+    uri: str = "",
+    label: str = "",
+    shown: Callable[[str], str] = str,
+    on_ask: Callable[[], None] | None = None,
+) -> VersionEntry:
+    """Win ``version`` of the table at ``uri`` for the manifest staged at
+    ``staged`` (table-relative) with the naming scheme ``naming_scheme``;
+    returns the version's entry.  ``label`` names the table in messages,
+    ``shown`` a table-relative path as the client names it; ``on_ask`` is
+    called once the checks passed, just before the coordinator is asked
+    (from then on the outcome may be unknown).
+
+    Raises:
+        StagedManifestError: the request or its staged manifest cannot be a version.
+        VersionTakenError: the version is another writer's, or not the next one.
+        IncarnationMismatchError: the manifest was built on another incarnation of the table.
+        and whatever :meth:`CommitHandler.commit_staged` raises."""
+    if version < 1:
+        raise StagedManifestError(f"version must be at least 1, got {version}")
+    try:
+        scheme = mf.NamingScheme((naming_scheme or "V2").upper())
+    except ValueError:
+        raise StagedManifestError(f"naming_scheme must be V1 or V2, got {naming_scheme!r}") from None
+    final = paths.manifest_path(version, scheme)
+    m = _STAGED.match(staged)
+    if m is None or paths.version_path(m.group("final")) != final:
+        raise StagedManifestError(
+            f"{shown(staged)!r} is not a staged manifest of version {version} (expected {shown(final)}-<uuid>)"
+        )
+    try:
+        data = store.read(staged)
+    except ObjectNotFoundError:
+        # a re-send after a lost reply finds its staged file removed: whose the
+        # version is, describe_table_version tells (pylance reads it back)
+        if _latest(handler, store) >= version:
+            raise VersionTakenError(
+                version,
+                f"version {version} of {label} exists and {shown(staged)} is gone "
+                "(committed already? describe_table_version tells whose it is)",
+            ) from None
+        raise StagedManifestError(f"the staged manifest {shown(staged)} does not exist") from None
+    mfile = mf.read_manifest(data, f"{store.uri}/{staged}")
+    if mfile.manifest.version != version:
+        raise StagedManifestError(f"the staged manifest is version {mfile.manifest.version}, not {version}")
+    mf.check_flags(mfile.manifest, writing=False)  # Tessera must be able to read what it publishes
+    txn = transaction_uuid(mfile)
+    if txn is None:
+        raise StagedManifestError("the staged manifest names no transaction")
+    latest = _latest(handler, store)
+    if version <= latest:
+        # taken: by this very manifest (a re-send whose staged file is still there), or by another writer
+        if transaction_uuid(handler.load(store, version)) != txn:
+            raise VersionTakenError(version, f"version {version} of {label} is taken")
+        with contextlib.suppress(StoreError, OSError):
+            store.delete(staged)
+        return describe_version(handler, store, version)
+    if version != latest + 1:
+        raise VersionTakenError(version, f"version {version} of {label} is out of order (the latest is {latest})")
+    if latest:
+        _check_lineage(handler, store, uri, label, latest, mfile)
+    faults.point(faults.CHECKED)
+    if on_ask is not None:
+        on_ask()
+    handler.commit_staged(store, version, staged, data, scheme, txn)
+    return _entry(version, final, len(data), mfile)
+
+
+def _latest(handler: CommitHandler, store: ObjectStore) -> int:
+    entry = handler.latest_entry(store)
+    return 0 if entry is None else entry.version
+
+
+def _check_lineage(
+    handler: CommitHandler, store: ObjectStore, uri: str, label: str, latest: int, staged: mf.ManifestFile
+) -> None:
+    """The staged manifest must continue this table: the coordinator and
+    incarnation it carries (pylance keeps the config of the manifest it
+    built on) are the latest version's.  A restore carries the config of
+    the version it restores instead (pylance copies that manifest, which
+    may predate the table's incarnation, written before a Tessera writer
+    adopted one): that version of this table must carry the same."""
+    current = handler.load(store, latest)
+    mine, theirs = incarnation_of(current.manifest), incarnation_of(staged.manifest)
+    if mine is not None and theirs != mine:
+        restored = _restored_version(staged)
+        if restored is None or not 0 < restored <= latest:
+            raise IncarnationMismatchError(
+                f"the manifest for {label} version {staged.manifest.version} was built on incarnation {theirs}, "
+                f"but the table is incarnation {mine}: it was dropped and recreated since the writer read it"
+            )
+        try:
+            old = handler.load(store, restored)
+        except VersionNotFoundError:
+            raise StagedManifestError(
+                f"the manifest for {label} version {staged.manifest.version} restores version {restored}, "
+                "which no longer exists (cleaned up)"
+            ) from None
+        if incarnation_of(old.manifest) != theirs:
+            raise IncarnationMismatchError(
+                f"the manifest for {label} version {staged.manifest.version} restores version {restored} of "
+                f"incarnation {theirs}, but this table's version {restored} is incarnation "
+                f"{incarnation_of(old.manifest)}: the table was dropped and recreated since the writer read it"
+            )
+    handler.bind(current.manifest, uri)
+
+
+def _restored_version(mfile: mf.ManifestFile) -> int | None:
+    """The version a manifest's transaction restores, or None when it is no restore."""
+    txn = mfile.transaction
+    if txn is None or txn.WhichOneof("operation") != "restore":
+        return None
+    return int(txn.restore.version)
