@@ -37,7 +37,6 @@ from tessera.commit import (
     open_handler,
 )
 from tessera.commit.errors import CoordinatorMismatchError, TableNotFoundError
-from tessera.format.file import schema as lschema
 from tessera.format.file.container import normalize_version
 from tessera.format.protos import table_pb2
 from tessera.format.table import manifest as mf
@@ -241,16 +240,8 @@ class Table:
         """The version this object is pinned to, as an immutable value."""
         return self._snap
 
-    # the snapshot's parts under the names Table's state had (tests read them and a
-    # test swaps the handler; code outside catalog/table/ reads `snapshot`)
-
-    @property
-    def _store(self) -> ObjectStore:
-        return self._snap.store
-
-    @property
-    def _mfile(self) -> mf.ManifestFile:
-        return self._snap.mfile
+    # the handler under the name Table's state had (tests read it and one swaps it;
+    # code outside catalog/table/ reads `snapshot`)
 
     @property
     def _handler(self) -> CommitHandler:
@@ -259,10 +250,6 @@ class Table:
     @_handler.setter
     def _handler(self, handler: CommitHandler) -> None:
         self._snap = dataclasses.replace(self._snap, handler=handler)
-
-    @property
-    def _fields(self) -> list[lschema.LanceField]:
-        return self._snap.fields
 
     @property
     def max_rows_per_file(self) -> int:
@@ -306,25 +293,25 @@ class Table:
 
     @property
     def tags(self) -> Tags:
-        return Tags(self._store)
+        return Tags(self._snap.store)
 
     def latest_version(self) -> int:
-        return self._handler.latest_version(self._store)
+        return self._handler.latest_version(self._snap.store)
 
     def refresh(self) -> Table:
         """Move this object to the latest version."""
-        self._snap = self._snap.at(self._handler.load(self._store))
+        self._snap = self._snap.at(self._handler.load(self._snap.store))
         return self
 
     def repair(self) -> list[str]:
         """Finish half-done commits (external stores); returns what could not be finished."""
-        return self._handler.repair(self._store)
+        return self._handler.repair(self._snap.store)
 
     def checkout(self, version: int | str) -> Table:
         """A new Table at ``version`` (a number or a tag)."""
         return Table(
-            self._store,
-            self._handler.load(self._store, self.tags.version_of(version)),
+            self._snap.store,
+            self._handler.load(self._snap.store, self.tags.version_of(version)),
             handler=self._handler,
             max_rows_per_file=self.max_rows_per_file,
         )
@@ -667,9 +654,9 @@ class Table:
     def row_id_index(self) -> RowIdIndex:
         """This version's row id -> row address index (built on first use, cached)."""
         cached = self.__dict__.get("_rowid_index_cache")
-        if cached is None or cached[0] is not self._mfile:
-            index = RowIdIndex.build(self._store, self.manifest.fragments)
-            cached = self.__dict__["_rowid_index_cache"] = (self._mfile, index)
+        if cached is None or cached[0] is not self._snap.mfile:
+            index = RowIdIndex.build(self._snap.store, self.manifest.fragments)
+            cached = self.__dict__["_rowid_index_cache"] = (self._snap.mfile, index)
         return cached[1]
 
     def take_rows(

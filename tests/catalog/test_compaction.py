@@ -42,7 +42,7 @@ def test_compaction_merges_materialises_and_keeps_ids(lance, tmp_path):
     assert t.version == v0 + 2  # ReserveFragments, then the Rewrite
     hist = t.versions()
     assert [h["operation"] for h in hist[-2:]] == ["reserve_fragments", "rewrite"]
-    rw = t._mfile.transaction
+    rw = t.snapshot.mfile.transaction
     assert rw.read_version == v0 and len(rw.rewrite.groups) == 1  # built on what it read
     assert [f.id for f in t.fragments] == [11, 12, 13] == m.groups[0][1]
     assert [f.physical_rows for f in t.fragments] == [400, 400, 190]

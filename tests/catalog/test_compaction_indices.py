@@ -87,7 +87,7 @@ def _stats(ds) -> dict[str, tuple[int, int]]:
 
 
 def _section(t: Table) -> dict[str, table_pb2.IndexMetadata]:
-    raw = t._mfile.index_section
+    raw = t.snapshot.mfile.index_section
     return {m.name: m for m in table_pb2.IndexSection.FromString(raw).indices} if raw else {}
 
 
@@ -193,7 +193,7 @@ def test_btree_of_row_addresses_is_remapped_as_pylance_does(lance, tmp_path):
     ds = lance.dataset(path)
     assert answers(ds) == before == answers(lance.dataset(ref))
     assert _stats(ds) == _stats(lance.dataset(ref)) == {n: (ds.count_rows(), 0) for n in ("i_idx", "v_idx", "s_idx")}
-    rw = t._mfile.transaction.rewrite
+    rw = t.snapshot.mfile.transaction.rewrite
     assert {bytes(r.old_id.uuid) for r in rw.rewritten_indices} == {bytes(m.uuid.uuid) for m in old.values()}
     new = _section(t)
     for r in rw.rewritten_indices:
@@ -227,7 +227,7 @@ def test_plain_table_btrees_are_remapped(lance, tmp_path):
     assert set(_stats(ds).values()) == {(ds.count_rows(), 0)}
     st = db.open_table("t").index_stats("v_idx")
     assert (st.num_indexed_rows, st.num_unindexed_rows) == (ds.count_rows(), 0)
-    assert len(Table.open(path)._mfile.transaction.rewrite.rewritten_indices) == 2
+    assert len(Table.open(path).snapshot.mfile.transaction.rewrite.rewritten_indices) == 2
     ds.validate()
 
 

@@ -195,7 +195,7 @@ def test_rename_keeps_the_indices_pylance_keeps(tmp_path):
 def test_an_index_built_before_a_concurrent_drop_of_its_column_is_not_committed(tmp_path):
     path = str(tmp_path / "t.lance")
     t = Table.create(path, _rows(0, 256), max_rows_per_file=128)
-    base = t._mfile
+    base = t.snapshot.mfile
     txn = build_index_transaction(t.snapshot, ["z"])  # the zone map's files are written, the entry not yet committed
     assert txn is not None
     Table.open(path).drop_columns(["z"])

@@ -130,7 +130,7 @@ def test_only_a_restore_of_this_tables_own_version_skips_the_incarnation_check(t
     cat = tessera.connect(warehouse=str(tmp_path / "wh"))
     cat.load_table("s.t").append(_col([3]))  # version 2 adopts one
     t = cat.load_table("s.t")
-    v1 = t.checkout(1)._mfile
+    v1 = t.checkout(1).snapshot.mfile
 
     def send(op: str, incarnation: str | None) -> None:
         m = type(v1.manifest)()

@@ -211,7 +211,7 @@ def test_pylance_rebases_over_tessera_commits_from_the_inline_transaction(lance,
     stale = lance.dataset(uri)  # version 1
     t = Table.open(uri)
     t.append(pa.table({"i": pa.array([100, 101], pa.int64())}))
-    assert t.manifest.transaction_file and t._mfile.transaction is not None
+    assert t.manifest.transaction_file and t.snapshot.mfile.transaction is not None
     os.remove(os.path.join(uri, "_transactions", t.manifest.transaction_file))  # the inline copy alone
     stale.delete("i = 3")  # rebased over Tessera's append
     stale = lance.dataset(uri)

@@ -90,7 +90,7 @@ def test_positional_take_reuses_files(table_path):
 def test_cache_bounds_open_files_and_fragment_reader_leaves_them_open(table_path):
     t = Table.open(table_path)
     cache = FileReaderCache(t.store, max_files=1)
-    fields = t._fields
+    fields = t.snapshot.fields
     frags = t.fragments
     rows = np.array([1, 7, 500])
     first = FragmentReader(t.store, frags[0], fields, file_cache=cache)
