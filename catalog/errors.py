@@ -15,6 +15,7 @@ from tessera.commit.errors import (  # noqa: F401  (re-exported)
     IncompatibleTransactionError,
     NamespaceError,
     TableNotFoundError,
+    TaggedVersionError,
     TooMuchContentionError,
     UnrecoverableCommitError,
     VersionNotFoundError,

@@ -118,3 +118,8 @@ class VersionTakenError(CommitConflictError):
     def __init__(self, version: int, message: str) -> None:
         self.version = version
         CommitError.__init__(self, message)
+
+
+class TaggedVersionError(CommitError):
+    """A clean-up that may not remove tagged versions would have removed one
+    (a table's automatic clean-up, as pylance's: nothing was removed)."""

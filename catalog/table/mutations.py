@@ -9,7 +9,7 @@ the latest version when a concurrent commit forces it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ from tessera.format.table.fragments import FragmentReader, write_fragments
 
 from ..errors import InvalidArgumentError, SchemaMismatchError, UnknownColumnError
 from ..query import predicate as lpred
-from ..query.scan import evaluate, fields_by_name, mask_of
+from ..query.scan import ROW_ADDRESS, Scan, evaluate, fields_by_name, mask_of
 from . import data as ldata
 from .snapshot import TableSnapshot
 from .writes import DeletedRows, Stage, run
@@ -56,6 +56,75 @@ def _matches(reader: FragmentReader, names: list[str], expr) -> tuple[np.ndarray
             batches.append(batch.filter(pa.array(m)))
     offs = np.concatenate(hits) if hits else np.zeros(0, np.int64)
     return offs, batches
+
+
+#: rows per read of a matching scan (bigger than a query's batches: the rows are written again)
+MATCH_BATCH = 1 << 16
+
+
+def _scanned_matches(
+    table: TableSnapshot, where, columns: list[str]
+) -> Iterator[tuple[table_pb2.DataFragment, np.ndarray, list[pa.RecordBatch]]]:
+    """The live rows matching ``where`` (every live row if None), fragment by
+    fragment: ``(fragment, physical offsets, the rows' columns)`` for each
+    fragment with a match, in the manifest's order.
+
+    They are read as a filtered scan reads them (``query/scan.py``): zone maps
+    skip the fragments and row ranges no zone can match, the filter's columns
+    are read first and ``columns`` only for the rows it keeps, and data file
+    tails come from the process's parsed-tail cache.  A table with a column
+    named ``_rowaddr`` is read fragment by fragment instead (:func:`_matches`)."""
+    if ROW_ADDRESS in table.schema.names:
+        expr = lpred.to_expression(where, table.schema) if where is not None else None
+        used = sorted(lpred.referenced_columns(where, table.schema)) if where is not None else []
+        names = list(columns) + [c for c in used if c not in columns]
+        fields = fields_by_name(table.fields, names)
+        for frag in table.manifest.fragments:
+            reader = FragmentReader(table.store, frag, fields)
+            try:
+                offs, found = _matches(reader, names, expr)
+            finally:
+                reader.close()
+            if len(offs):
+                yield frag, offs, [b.select(columns) for b in found]
+        return
+    scan = Scan(
+        table.store,
+        table.manifest.fragments,
+        table.fields,
+        table.schema,
+        columns,
+        where,
+        batch_size=MATCH_BATCH,
+        with_row_address=True,
+    )
+    if where is not None:
+        from ..query.pruning import pruner
+
+        scan.row_ranges = pruner(table.store, table.index_section, table.fields, table.schema, where, scan.fragments)
+    by_id = {f.id: f for f in table.manifest.fragments}
+    out_names = list(columns)
+    current: int | None = None
+    offsets: list[np.ndarray] = []
+    batches: list[pa.RecordBatch] = []
+    for batch in scan.batches():
+        if not batch.num_rows:
+            continue
+        addr = batch.column(len(out_names)).to_numpy()
+        ids = addr >> np.uint64(32)
+        rows = pa.RecordBatch.from_arrays(batch.columns[: len(out_names)], names=out_names)
+        # a read never spans two fragments, but a batch is split wherever the id changes all the same
+        cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(ids)]):
+            fid = int(ids[a])
+            if fid != current:
+                if current is not None:
+                    yield by_id[current], np.concatenate(offsets), batches
+                current, offsets, batches = fid, [], []
+            offsets.append((addr[a:b] & np.uint64(0xFFFFFFFF)).astype(np.int64))
+            batches.append(rows.slice(a, b - a))
+    if current is not None:
+        yield by_id[current], np.concatenate(offsets), batches
 
 
 def _with_deletions(
@@ -93,17 +162,13 @@ def _delete_rows(table, frag, reader, rows, recorded: DeletedRows, updated_list,
 
 def build_delete(table: TableSnapshot, predicate, deleted: DeletedRows) -> transaction_pb2.Transaction | None:
     """A Delete of the rows matching ``predicate`` (None: no row matches)."""
-    expr = lpred.to_expression(predicate, table.schema)
-    names = sorted(lpred.referenced_columns(predicate, table.schema))
-    fields = fields_by_name(table.fields, names)
+    lpred.to_expression(predicate, table.schema)  # a bad predicate fails before anything is read
     txn = new_transaction(table.version)
     d = txn.delete
     d.predicate = lpred.to_sql(predicate)
-    for frag in table.manifest.fragments:
-        reader = FragmentReader(table.store, frag, fields)
-        rows, _ = _matches(reader, names, expr)
-        if len(rows):
-            _delete_rows(table, frag, reader, rows, deleted, d.updated_fragments, d.deleted_fragment_ids)
+    for frag, rows, _ in _scanned_matches(table, predicate, []):
+        reader = FragmentReader(table.store, frag, [])
+        _delete_rows(table, frag, reader, rows, deleted, d.updated_fragments, d.deleted_fragment_ids)
         reader.close()
     if not d.updated_fragments and not d.deleted_fragment_ids:
         return None  # nothing matched: no new version, as pylance does
@@ -171,7 +236,8 @@ def _rewrite_rows(table, where, make_rows, modified, deleted: DeletedRows) -> tr
     """Delete the rows matching ``where`` and write ``make_rows(batch)`` in
     their place: an Update in pylance's "rewrite rows" mode; with stable row
     ids the rows keep their ids.  ``modified`` names the columns set."""
-    expr = lpred.to_expression(where, table.schema) if where is not None else None
+    if where is not None:
+        lpred.to_expression(where, table.schema)  # a bad filter fails before anything is read
     names = list(table.schema.names)
     txn = new_transaction(table.version)
     u = txn.update
@@ -179,15 +245,13 @@ def _rewrite_rows(table, where, make_rows, modified, deleted: DeletedRows) -> tr
     u.fields_for_preserving_frag_bitmap.extend(_field_ids(table, modified))
     moved = llineage.MovedRows(table.store) if table.stable_row_ids else None
     new_batches: list[pa.RecordBatch] = []
-    for frag in table.manifest.fragments:
-        reader = FragmentReader(table.store, frag, table.fields)
-        rows, batches = _matches(reader, names, expr)
-        if len(rows):
-            for b in batches:
-                new_batches.append(make_rows(b))
-            if moved is not None:
-                moved.add(frag, rows)
-            _delete_rows(table, frag, reader, rows, deleted, u.updated_fragments, u.removed_fragment_ids)
+    for frag, rows, batches in _scanned_matches(table, where, names):
+        for b in batches:
+            new_batches.append(make_rows(b))
+        if moved is not None:
+            moved.add(frag, rows)
+        reader = FragmentReader(table.store, frag, [])
+        _delete_rows(table, frag, reader, rows, deleted, u.updated_fragments, u.removed_fragment_ids)
         reader.close()
     if not new_batches:
         return None

@@ -47,7 +47,7 @@ from tessera.stores.registry import open_object_store
 from ..errors import InvalidArgumentError, TableExistsError
 from ..names import check_location, is_table_name
 from ..query.scan import DEFAULT_BATCH_SIZE, Scan
-from . import compaction, indexes, maintenance, takes, writes
+from . import auto_maintenance, compaction, indexes, maintenance, takes, writes
 from . import data as ldata
 from .compaction import CompactionMetrics
 from .data import Data
@@ -85,6 +85,8 @@ class Table:
     #: set while a multi-table transaction holds this table (catalog/transaction.py):
     #: its ``stage(table, txn, base, ...)`` records each commit instead
     _staging: Any = None
+    #: set while the maintenance the table's properties ask for runs (its own commits start none)
+    _maintaining: bool = False
 
     def __init__(
         self,
@@ -335,9 +337,21 @@ class Table:
         return None if staging is None else functools.partial(staging.stage, self)
 
     def _move_to(self, mfile: mf.ManifestFile | None) -> None:
-        """Move to the version an operation committed (None: it committed nothing)."""
-        if mfile is not None:
-            self._snap = self._snap.at(mfile)
+        """Move to the version an operation committed (None: it committed
+        nothing), then run the maintenance the table's properties ask for after
+        a commit (``auto_maintenance.after_commit``: automatic clean-up and
+        compaction; never raises).  Inside a multi-table transaction nothing
+        is committed yet: the maintenance waits for the next write."""
+        if mfile is None:
+            return
+        before = self._snap.version
+        self._snap = self._snap.at(mfile)
+        if self._staging is None and not self._maintaining and self._snap.version > before:
+            self._maintaining = True
+            try:
+                auto_maintenance.after_commit(self, before)
+            finally:
+                self._maintaining = False
 
     def _maintain_indices(self, columns: Sequence[str] | None = None) -> None:
         """The second step of a write that added fragments: a commit of the zone

@@ -36,7 +36,7 @@ from tessera.stores.errors import ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore
 
 from .. import store as tstore
-from ..errors import VersionNotFoundError
+from ..errors import TaggedVersionError, VersionNotFoundError
 from ..handlers.base import CommitHandler
 from .orphans import (
     DEFAULT_ORPHAN_AGE,
@@ -96,6 +96,21 @@ def _load(store: ObjectStore, handler: CommitHandler, version: int, names: dict[
         return tstore.load_manifest(store, version)
 
 
+def _load_unless_removed(
+    store: ObjectStore, handler: CommitHandler, version: int, names: dict[int, str], latest: int
+) -> mf.ManifestFile | None:
+    """:func:`_load`, or None for a version older than ``latest`` that is gone
+    by the time it is read: another clean-up running beside this one removed
+    it (and the files only it needed), which is never an error."""
+    try:
+        return _load(store, handler, version, names)
+    except (VersionNotFoundError, ObjectNotFoundError):
+        if version >= latest:
+            raise
+        log.info("%s: version %d was removed meanwhile (another clean-up)", store.uri, version)
+        return None
+
+
 def _all_versions(store: ObjectStore, handler: CommitHandler) -> tuple[list[int], dict[int, str], int]:
     """(versions, listing version -> manifest name, latest per the handler)."""
     names, _ = tstore.list_versions(store)
@@ -123,6 +138,9 @@ def cleanup_old_versions(
     dry_run: bool = False,
     now: float | None = None,
     progress: Progress | None = None,
+    retain_versions: int = 0,
+    keep_from_version: int | None = None,
+    refuse_tagged: bool = False,
 ) -> VersionCleanupReport:
     """Delete versions committed before ``older_than`` (a cut-off time, or an
     age) and the files only they reference; see the module docstring.
@@ -131,7 +149,11 @@ def cleanup_old_versions(
     removal of failed commits' files; ``protect_staged`` names staged
     manifests an external store has not finished (never removed);
     ``progress(phase, done, total)`` is told how far the reading of versions
-    and the deleting of files are."""
+    and the deleting of files are.  ``retain_versions`` keeps the newest n
+    versions whatever their age and ``keep_from_version`` every version from
+    that one on; with ``refuse_tagged`` a tagged version that would be removed
+    stops the clean-up before anything is deleted (TaggedVersionError), as
+    pylance's automatic clean-up does."""
     tell: Progress = progress or (lambda phase, done, total: None)
     cutoff = _cutoff(older_than, now)
     tagged = tagged or {}
@@ -143,12 +165,29 @@ def cleanup_old_versions(
     newest_listed = max(names) if names else latest
     kept: list[mf.ManifestFile] = []
     removed: list[mf.ManifestFile] = []
+    newest = set(versions[-retain_versions:]) if retain_versions > 0 else set()
     tell("reading versions", 0, len(versions))
     for n, v in enumerate(versions, 1):
-        mfile = _load(store, handler, v, names)
+        got = _load_unless_removed(store, handler, v, names, latest)
         tell("reading versions", n, len(versions))
-        keep = v >= latest or v == newest_listed or v in tagged_versions or _timestamp(mfile.manifest) >= cutoff
+        if got is None:
+            continue
+        mfile = got
+        keep = (
+            v >= latest
+            or v == newest_listed
+            or (v in tagged_versions and not refuse_tagged)
+            or v in newest
+            or (keep_from_version is not None and v >= keep_from_version)
+            or _timestamp(mfile.manifest) >= cutoff
+        )
         (kept if keep else removed).append(mfile)
+    if refuse_tagged:
+        hit = sorted(name for name, v in tagged.items() if v in {m.version for m in removed})
+        if hit:
+            raise TaggedVersionError(
+                f"{store.uri}: the clean-up would remove tagged versions (tags {hit}); nothing was removed"
+            )
     report.kept_versions = [m.version for m in kept]
     report.removed_versions = [m.version for m in removed]
     report.orphaned_tags = sorted(n for n, v in tagged.items() if v in set(report.removed_versions))
@@ -163,9 +202,9 @@ def cleanup_old_versions(
                 store.delete(path)
             tell("deleting manifests", n, len(removed))
         # a commit that landed meanwhile protects whatever it references
-        again, names_now, _ = _all_versions(store, handler)
-        fresh = [_load(store, handler, v, names_now) for v in again if v > max(versions)]
-        keep_paths |= referenced_paths(store, fresh)
+        again, names_now, latest_now = _all_versions(store, handler)
+        fresh = [_load_unless_removed(store, handler, v, names_now, latest_now) for v in again if v > max(versions)]
+        keep_paths |= referenced_paths(store, [m for m in fresh if m is not None])
         doomed = [p for p in doomed if p not in keep_paths]
     doomed_dirs = [p for p in doomed if p.endswith("/")]
     doomed = expand_dirs(store, doomed)  # an index's directory: its files

@@ -415,12 +415,15 @@ def read_file(path: str | os.PathLike[str] | RangeReader | bytes, columns: Seque
         return r.read(columns)
 
 
-#: files whose parsed tails this process keeps (least recently used first out) ...
-PARSED_CACHE_FILES = 256
+#: files whose parsed tails this process keeps (least recently used first out;
+#: a table of thousands of small fragments keeps every tail between scans) ...
+PARSED_CACHE_FILES = 16384
 #: ... and the most tail bytes they may hold together
 PARSED_CACHE_BYTES = 64 << 20
 _PARSED: OrderedDict[tuple, ParsedTail] = OrderedDict()
 _PARSED_LOCK = threading.Lock()
+#: the tail bytes ``_PARSED`` holds (kept as entries come and go: O(1) per insert)
+_PARSED_HELD = [0]
 
 
 def _cache_key(io: object) -> tuple | None:
@@ -458,12 +461,15 @@ def _parsed_for(key: tuple, io: object) -> ParsedTail | None:
 
 def _remember(key: tuple, parsed: ParsedTail) -> None:
     with _PARSED_LOCK:
+        old = _PARSED.get(key)
+        if old is not None:
+            _PARSED_HELD[0] -= old.tail.size
         _PARSED[key] = parsed
         _PARSED.move_to_end(key)
-        held = sum(p.tail.size for p in _PARSED.values())
-        while len(_PARSED) > PARSED_CACHE_FILES or (held > PARSED_CACHE_BYTES and len(_PARSED) > 1):
+        _PARSED_HELD[0] += parsed.tail.size
+        while len(_PARSED) > PARSED_CACHE_FILES or (_PARSED_HELD[0] > PARSED_CACHE_BYTES and len(_PARSED) > 1):
             _k, dropped = _PARSED.popitem(last=False)
-            held -= dropped.tail.size
+            _PARSED_HELD[0] -= dropped.tail.size
 
 
 def _forget(key: tuple, parsed: ParsedTail) -> None:
@@ -471,12 +477,14 @@ def _forget(key: tuple, parsed: ParsedTail) -> None:
     with _PARSED_LOCK:
         if _PARSED.get(key) is parsed:
             del _PARSED[key]
+            _PARSED_HELD[0] -= parsed.tail.size
 
 
 def clear_parsed_cache() -> None:
     """Forget every parsed data file tail (benchmarks of cold reads, tests)."""
     with _PARSED_LOCK:
         _PARSED.clear()
+        _PARSED_HELD[0] = 0
 
 
 def _after_fork_in_child() -> None:
@@ -485,6 +493,7 @@ def _after_fork_in_child() -> None:
     global _PARSED_LOCK
     _PARSED_LOCK = threading.Lock()
     _PARSED.clear()
+    _PARSED_HELD[0] = 0
 
 
 if hasattr(os, "register_at_fork"):

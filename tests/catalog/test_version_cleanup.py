@@ -204,3 +204,26 @@ def test_cleanup_tells_its_progress(tmp_path):
     assert ("reading versions", 7, 7) in calls
     assert ("deleting manifests", len(report.removed_versions), len(report.removed_versions)) in calls
     assert ("deleting files", len(report.removed_files), len(report.removed_files)) in calls
+
+
+@pytest.mark.parametrize("store", ["native", "sqlite"])
+def test_a_cleanup_beside_another_never_fails(tmp_path, store):
+    """A second clean-up runs in the middle of the first one's reading of
+    versions (the interleaving that ended in VersionNotFoundError): both
+    finish, together they remove what either would, and the kept versions read."""
+    path = str(tmp_path / "t")
+    kw = {} if store == "native" else {"commit_store": f"sqlite:///{tmp_path}/commits.db"}
+    t, rows, cut = _history(path, **kw)
+    others: list = []
+
+    def midway(phase: str, done: int, total: int) -> None:
+        if phase == "reading versions" and done == 1 and not others:
+            others.append(Table.open(path, **kw).cleanup(older_than=cut, orphan_age=dt.timedelta(0)))
+
+    report = Table.open(path, **kw).cleanup(older_than=cut, orphan_age=dt.timedelta(0), progress=midway)
+    assert others and others[0].removed_versions == [1, 2, 3, 4]
+    assert set(report.removed_versions) <= {1}  # the one it read before the other removed the rest
+    _check_kept(path, rows, {5, 6, 7})
+    orphans = Table.open(path, **kw)
+    orphans.cleanup_orphans(older_than=dt.timedelta(0))
+    _check_kept(path, rows, {5, 6, 7})

@@ -1,0 +1,231 @@
+"""Costs as tables grow: many fragments, many versions, repeated updates and
+deletes; Tessera vs pylance 14 in the same run, local disk.
+
+    python tests/bench/bench_growth.py [--rows 500000] [--fragments 100,1000]
+                                       [--versions 100,1000] [--repeat 3] [--only fragments,mutations,versions,process]
+
+Each line prints medians of ``--repeat`` runs: Tessera's and pylance's wall
+time, their ratio, and the ratio of CPU times (process time, steadier than
+wall time on a shared machine) in brackets.  Both tables are written by their
+own library (the same rows; ``--fragments`` fragments of equal size), no index.
+
+  fragments  full scan, 2 columns, filtered count, a 1% filter, take 1,000 rows
+             (each on a table already opened), then open + full scan, compaction
+  mutations  update one row by filter and delete one row by filter, 20 in a row
+             (the 20 as one line: the table grows a fragment per update)
+  versions   versions() of a table of n versions (one-row appends), and open of
+             version n/2 + count
+  process    a new process: import, open, one filtered count
+
+Tessera commits with its default durability (it syncs; pylance does not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+
+
+def make_data(rows: int, seed: int = 3) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table(
+        {
+            "key": np.arange(rows, dtype=np.int64),
+            "f0": rng.random(rows),
+            "f1": rng.integers(0, 1_000_000, rows),
+            "s": pa.array(np.char.add("s", (np.arange(rows) % 997).astype(str))),
+        }
+    )
+
+
+def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of ``repeat`` calls."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def line(name: str, ours: tuple[float, float], theirs: tuple[float, float]) -> None:
+    ratio = ours[0] / theirs[0] if theirs[0] else float("inf")
+    cpu = ours[1] / theirs[1] if theirs[1] else float("inf")
+    a, b = ours[0] * 1000, theirs[0] * 1000
+    print(f"{name:44s} tessera {a:9.1f} ms  pylance {b:9.1f} ms  {ratio:5.2f}x [{cpu:5.2f}]")
+    sys.stdout.flush()
+
+
+def write_both(root: str, data: pa.Table, fragments: int) -> tuple[str, str]:
+    import lance
+
+    from tessera.catalog import Table
+
+    per = -(-data.num_rows // fragments)
+    ours, theirs = os.path.join(root, "tessera"), os.path.join(root, "pylance")
+    shutil.rmtree(ours, ignore_errors=True)
+    shutil.rmtree(theirs, ignore_errors=True)
+    Table.create(ours, data, max_rows_per_file=per)
+    lance.write_dataset(data, theirs, max_rows_per_file=per, max_rows_per_group=min(per, 1024))
+    return ours, theirs
+
+
+def bench_fragments(root: str, rows: int, counts: list[int], repeat: int) -> None:
+    import lance
+
+    from tessera.catalog import Table
+
+    data = make_data(rows)
+    rng = np.random.default_rng(1)
+    take_rows = np.sort(rng.choice(rows, 1000, replace=False))
+    lo = rows // 2
+    one_pct = f"key >= {lo} AND key < {lo + rows // 100}"
+    for n in counts:
+        ours, theirs = write_both(root, data, n)
+        t, ds = Table.open(ours), lance.dataset(theirs)
+        assert t.count_rows() == ds.count_rows() == rows
+        assert len(t.fragments) == len(ds.get_fragments()) == n
+        print(f"-- {rows:,} rows in {n:,} fragments")
+        line("full scan", timed(lambda: t.to_arrow(), repeat), timed(lambda: ds.to_table(), repeat))
+        line(
+            "2 columns",
+            timed(lambda: t.to_arrow(columns=["key", "f0"]), repeat),
+            timed(lambda: ds.to_table(columns=["key", "f0"]), repeat),
+        )
+        line(
+            "filtered count (f1 < 500000)",
+            timed(lambda: t.count_rows("f1 < 500000"), repeat),
+            timed(lambda: ds.count_rows("f1 < 500000"), repeat),
+        )
+        line("1% filter (all columns)", timed(lambda: t.to_arrow(filter=one_pct), repeat), timed(
+            lambda: ds.to_table(filter=one_pct), repeat))  # fmt: skip
+        line("take 1,000 rows", timed(lambda: t.take(take_rows), repeat), timed(lambda: ds.take(take_rows), repeat))
+        line(
+            "open + full scan",
+            timed(lambda: Table.open(ours).to_arrow(), repeat),
+            timed(lambda: lance.dataset(theirs).to_table(), repeat),
+        )
+
+        def ours_compact() -> None:
+            o, _ = write_both(root + "-c", data.slice(0, min(rows, 100 * n)), n)
+            Table.open(o).compact()
+
+        def theirs_compact() -> None:
+            _, p = write_both(root + "-c", data.slice(0, min(rows, 100 * n)), n)
+            lance.dataset(p).optimize.compact_files()
+
+        # compaction of n fragments (100 rows each), the writes of the tables included on both sides
+        line(f"compaction of {n:,} small fragments (+ write)", timed(ours_compact, 1), timed(theirs_compact, 1))
+
+
+def bench_mutations(root: str, rows: int, repeat: int) -> None:
+    import lance
+
+    from tessera.catalog import Table
+
+    data = make_data(rows)
+    print(f"-- {rows:,} rows in 10 fragments: 20 updates / 20 deletes in a row")
+
+    def run(kind: str, who: str) -> tuple[float, float]:
+        """Median over ``repeat`` fresh tables of the time of 20 mutations in a row."""
+        walls, cpus = [], []
+        for _ in range(repeat):
+            ours, theirs = write_both(root, data, 10)
+            t, ds = Table.open(ours), lance.dataset(theirs)
+            w, c = time.perf_counter(), time.process_time()
+            for k in range(20):
+                where = f"key = {k * (rows // 20) + 7}"
+                target = t if who == "tessera" else ds
+                if kind == "update":
+                    target.update({"f0": "-1.0"}, where=where)
+                else:
+                    target.delete(where)
+            walls.append(time.perf_counter() - w)
+            cpus.append(time.process_time() - c)
+        return statistics.median(walls), statistics.median(cpus)
+
+    for kind in ("update", "delete"):
+        line(f"20 x {kind} one row by filter", run(kind, "tessera"), run(kind, "pylance"))
+
+
+def bench_versions(root: str, counts: list[int], repeat: int) -> None:
+    import lance
+
+    from tessera.catalog import Table
+
+    for n in counts:
+        ours, theirs = os.path.join(root, f"tv{n}"), os.path.join(root, f"pv{n}")
+        if not os.path.exists(ours):
+            t = Table.create(ours, make_data(1))
+            ds = lance.write_dataset(make_data(1), theirs)
+            for i in range(n - 1):
+                t.append(make_data(1, seed=i))
+                ds = lance.write_dataset(make_data(1, seed=i), theirs, mode="append")
+        print(f"-- a table of {n:,} versions (one-row appends)")
+        t, ds = Table.open(ours), lance.dataset(theirs)
+        assert len(t.versions()) == len(ds.versions()) == n
+        line("versions()", timed(lambda: t.versions(), repeat), timed(lambda: ds.versions(), repeat))
+        half = n // 2
+        line(
+            f"open version {half:,} + count",
+            timed(lambda: Table.open(ours, version=half).count_rows(), repeat),
+            timed(lambda: lance.dataset(theirs, version=half).count_rows(), repeat),
+        )
+
+
+def bench_process(root: str, rows: int, repeat: int) -> None:
+    data = make_data(rows)
+    ours, theirs = write_both(root, data, 10)
+    py = sys.executable
+    ours_code = f"from tessera.catalog import Table; print(Table.open({ours!r}).count_rows('f1 < 500000'))"
+    theirs_code = f"import lance; print(lance.dataset({theirs!r}).count_rows('f1 < 500000'))"
+
+    def child(code: str) -> Callable[[], object]:
+        def run() -> None:
+            got = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True)
+            assert int(got.stdout.strip()) > 0
+
+        return run
+
+    print(f"-- a new process: import, open, one filtered count ({rows:,} rows)")
+    # children's CPU is not in this process's time: the bracket shows wall again
+    line("new process first filtered count", timed(child(ours_code), repeat), timed(child(theirs_code), repeat))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=500_000)
+    ap.add_argument("--fragments", default="100,1000")
+    ap.add_argument("--versions", default="100,1000")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="fragments,mutations,versions,process")
+    a = ap.parse_args()
+    only = set(a.only.split(","))
+    root = tempfile.mkdtemp(prefix="bench-growth-")
+    try:
+        if "fragments" in only:
+            bench_fragments(root, a.rows, [int(x) for x in a.fragments.split(",")], a.repeat)
+        if "mutations" in only:
+            bench_mutations(root, min(a.rows, 200_000), a.repeat)
+        if "versions" in only:
+            bench_versions(root, [int(x) for x in a.versions.split(",")], a.repeat)
+        if "process" in only:
+            bench_process(root, a.rows, a.repeat)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root + "-c", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
