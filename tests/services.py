@@ -70,6 +70,32 @@ def _serialize_moto_dynamodb() -> None:
     DynamoHandler.call_action = call_action  # type: ignore[method-assign]
 
 
+_S3_PUT_LOCK = __import__("threading").Lock()
+
+
+def _serialize_moto_s3_puts() -> None:
+    """moto's S3 checks ``If-None-Match: *`` and then stores the object, with
+    nothing between the two: two conditional PUTs of one key that arrive
+    together both succeed, the second replacing the first (an acknowledged
+    commit lost; writers racing on a native table saw a version's manifest
+    change under them).  Real S3 decides each conditional PUT atomically.
+    Make moto store one object (PUT, or the completion of a multipart upload)
+    at a time, so the check and the store happen together."""
+    from moto.s3.responses import S3Response
+
+    if getattr(S3Response.put_object, "_tessera_serialised", False):
+        return
+    for name in ("put_object", "_key_response_post"):
+        original = getattr(S3Response, name)
+
+        def serialised(self, *args, _original=original, **kwargs):  # type: ignore[no-untyped-def]
+            with _S3_PUT_LOCK:
+                return _original(self, *args, **kwargs)
+
+        serialised._tessera_serialised = True  # type: ignore[attr-defined]
+        setattr(S3Response, name, serialised)
+
+
 def wait_for_port(port: int, seconds: float = 20.0) -> None:
     """Until something accepts connections on 127.0.0.1:``port`` (at most ``seconds``)."""
     deadline = time.time() + seconds
@@ -88,6 +114,7 @@ class MotoServer:
         from moto.server import ThreadedMotoServer
 
         _serialize_moto_dynamodb()
+        _serialize_moto_s3_puts()
         # the server's threads must not write to the (shared) log streams: a
         # forked writer process can inherit a stream lock held by one of them
         import logging
