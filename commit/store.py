@@ -47,6 +47,10 @@ def load_manifest(
             pass  # not under that name: the listing decides (and names what exists)
         else:
             return checked_manifest(store, path, data, version)
+    elif version is not None and version >= 1:
+        found = _read_by_name(store, version)
+        if found is not None:
+            return found
     if version is None:  # the latest: found without parsing every name
         latest = mf.latest_manifest(store.list(paths.VERSIONS_DIR))
         if latest is None:
@@ -67,6 +71,24 @@ def load_manifest(
     except ObjectNotFoundError as exc:
         raise VersionNotFoundError(f"version {version} of {store.uri} vanished while being read") from exc
     return checked_manifest(store, path, data, version)
+
+
+def _read_by_name(store: ObjectStore, version: int) -> mf.ManifestFile | None:
+    """Version ``version`` read by its name, without listing ``_versions/``
+    (an old version of a table of thousands costs one read, not a listing):
+    under the V2 name, or else the V1 name, when the version has that name
+    only.  None when neither exists or both do (the listing then decides, and
+    refuses a table named both ways)."""
+    for scheme, other in ((mf.NamingScheme.V2, mf.NamingScheme.V1), (mf.NamingScheme.V1, mf.NamingScheme.V2)):
+        path = paths.manifest_path(version, scheme)
+        try:
+            data = store.read(path)
+        except ObjectNotFoundError:
+            continue
+        if store.exists(paths.manifest_path(version, other)):
+            return None
+        return checked_manifest(store, path, data, version)
+    return None
 
 
 def checked_manifest(store: ObjectStore, path: str, data: bytes, version: int) -> mf.ManifestFile:

@@ -146,3 +146,37 @@ def test_a_table_with_a_column_named_rowaddr_is_updated_fragment_by_fragment(tmp
     t.delete("_rowaddr = 5")
     got = t.to_arrow().sort_by("_rowaddr")
     assert got.column("_rowaddr").to_pylist() == [6, 7, 8] and got.column("v").to_pylist() == ["b", "z", "z"]
+
+
+def test_an_old_version_opens_with_one_read_and_no_listing(tmp_path, monkeypatch):
+    from tessera.stores.local import LocalObjectStore
+
+    path = str(tmp_path / "t")
+    t = Table.create(path, _data(0, 10))
+    for k in range(1, 40):
+        t.append(_data(k * 10, 10))
+    listed, read = [], []
+    real_list, real_read = LocalObjectStore.list, LocalObjectStore.read
+    monkeypatch.setattr(LocalObjectStore, "list", lambda self, p: listed.append(p) or real_list(self, p))
+    monkeypatch.setattr(LocalObjectStore, "read", lambda self, p: read.append(p) or real_read(self, p))
+    old = Table.open(path, version=20)
+    assert old.count_rows() == 200
+    from tessera.format.table import manifest as mf
+
+    assert listed == []
+    assert [p for p in read if p.startswith("_versions/")] == ["_versions/" + mf.manifest_name(20, mf.NamingScheme.V2)]
+
+
+def test_a_version_named_both_ways_is_refused_not_guessed(tmp_path):
+    import shutil
+
+    from tessera.catalog.errors import TesseraError
+    from tessera.format.table import manifest as mf
+
+    path = str(tmp_path / "t")
+    t = Table.create(path, _data(0, 10))
+    t.append(_data(10, 10))
+    v2 = f"{path}/_versions/{mf.manifest_name(1, mf.NamingScheme.V2)}"
+    shutil.copy(v2, f"{path}/_versions/{mf.manifest_name(1, mf.NamingScheme.V1)}")
+    with pytest.raises(TesseraError, match="both"):
+        Table.open(path, version=1)
