@@ -191,6 +191,8 @@ def build_venv(
                     "-q",
                     "--no-input",
                     "--disable-pip-version-check",
+                    # what the tests import is compiled on first use (a build stays under a minute)
+                    "--no-compile",
                     *requirements,
                 ]
             )
