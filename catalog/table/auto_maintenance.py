@@ -37,7 +37,7 @@ from typing import Any
 
 from tessera.commit import fragment_live_rows
 
-from .tags import Tags
+from . import maintenance
 
 log = logging.getLogger(__name__)
 
@@ -147,19 +147,13 @@ def _auto_cleanup(table: Any, config, before_version: int) -> None:
     raw_age = config.get(CLEANUP_OLDER_THAN)
     older_than = parse_duration(raw_age) if raw_age is not None else dt.timedelta(0)
     retain = _positive_int(config, CLEANUP_RETAIN, 1) or 0
-    from tessera.commit import cleanup_old_versions
-
-    snap = table.snapshot
-    tags = Tags(snap.store)
-    tagged = {name: int(t["version"]) for name, t in tags.list().items()}
-    report = cleanup_old_versions(
-        snap.store,
-        snap.handler,
+    report = maintenance.cleanup(
+        table.snapshot,
         older_than,
-        tagged=tagged,
         keep_tagged=True,
         orphan_age=ORPHAN_AGE,
-        protect_staged=snap.handler.pending_paths(),
+        dry_run=False,
+        progress=None,
         retain_versions=retain,
         keep_from_version=before_version,
         refuse_tagged=True,

@@ -181,9 +181,12 @@ def cleanup(
     orphan_age: dt.timedelta | None,
     dry_run: bool,
     progress: Progress | None,
+    **rules: Any,
 ) -> VersionCleanupReport:
     """Delete old versions and every file only they needed, then orphans (see
-    :meth:`Table.cleanup`); the tags of removed versions are deleted."""
+    :meth:`Table.cleanup`); the tags of removed versions are deleted.
+    ``rules``: the automatic clean-up's further rules (``retain_versions``,
+    ``keep_from_version``, ``refuse_tagged``: ``commit.cleanup_old_versions``)."""
     if not isinstance(older_than, (dt.timedelta, dt.datetime)):
         raise InvalidArgumentError(f"older_than must be a timedelta or datetime, got {older_than!r}")
     if isinstance(older_than, dt.timedelta) and older_than < dt.timedelta(0):
@@ -200,6 +203,7 @@ def cleanup(
         protect_staged=table.handler.pending_paths(),
         dry_run=dry_run,
         progress=progress,
+        **rules,
     )
     if not dry_run:
         for name in report.orphaned_tags:
