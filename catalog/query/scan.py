@@ -12,6 +12,7 @@ import pyarrow as pa
 from tessera.format.errors import CorruptFileError
 from tessera.format.file import schema as lschema
 from tessera.format.protos import table_pb2
+from tessera.format.table import whole_reads
 from tessera.format.table.fragments import FragmentReader, one_array
 from tessera.stores.object_store import ObjectStore
 
@@ -35,6 +36,9 @@ READ_BUDGET_BYTES = 16 << 20
 #: twice the local budget reads typical fragments of a million rows in one
 #: piece; a remote scan's reads are then at most ``readahead`` x 3 of these
 REMOTE_READ_BUDGET_BYTES = 2 * READ_BUDGET_BYTES
+#: fragments of at most this many rows are read whole, many at once, when a
+#: scan reads all their rows (each column of a group decoded together)
+SMALL_FRAGMENT_ROWS = 16 * 1024
 #: fragments a scan of a remote store reads at once (each read is itself one
 #: coalesced request per file, split into parallel GETs when large)
 DEFAULT_READAHEAD = 8
@@ -247,8 +251,128 @@ class Scan:
         if self.readahead > 1 and len(self.fragments) > 1 and self.store.remote:
             yield from self._reads_ahead()
             return
+        for group in self._groups():
+            if len(group) == 1:
+                yield from self._fragment_reads(group[0], None)
+            else:
+                read = self._group_read(group)
+                if read is not None and read.num_rows:
+                    yield read
+
+    def _groups(self) -> Iterator[list]:
+        """The fragments in order, small ones read whole gathered into groups
+        of at most READ_UNIT_ROWS rows (:meth:`_group_read`), others alone.
+        Groups start with one fragment (twice: Polars reads a batch ahead)
+        and double, so a consumer that stops early (a LIMIT, a ``head``)
+        reads little more than it takes."""
+        group: list = []
+        rows, most, made = 0, 1, 0
         for frag in self.fragments:
-            yield from self._fragment_reads(frag, None)
+            n = frag.physical_rows
+            small = (
+                self.read_fields
+                and 0 < n <= SMALL_FRAGMENT_ROWS
+                and (self.row_ranges is None or self._ranges(frag) == [(0, n)])
+            )
+            if not small or rows + n > READ_UNIT_ROWS or len(group) >= most:
+                if group:
+                    yield group
+                    made += 1
+                    most = 1 if made < 2 else most * 2
+                group, rows = [], 0
+            if not small:
+                yield [frag]
+                continue
+            group.append(frag)
+            rows += n
+        if group:
+            yield group
+
+    def _group_read(self, frags: list) -> pa.RecordBatch | None:
+        """Every row of several small fragments read as one (see
+        :mod:`tessera.format.table.whole_reads`): each column of all of them
+        decoded together, the filter evaluated once."""
+        with self._stats_lock:
+            self.stats["fragments"] += len(frags)
+        readers = [
+            FragmentReader(self.store, f, self.read_fields, stats=self.stats, stats_lock=self._stats_lock)
+            for f in frags
+        ]
+        try:
+            starts = whole_reads.fragment_offsets(readers)
+            masks = [r.live_mask(0, r.physical_rows) for r in readers]
+            live = (
+                None
+                if all(m is None for m in masks)
+                else np.concatenate(
+                    [np.ones(r.physical_rows, bool) if m is None else m for r, m in zip(readers, masks)]
+                )
+            )
+            if self._late is not None:
+                got = self._group_late(readers, starts, live)
+            else:
+                got = self._group_then_filter(readers, live)
+            if got is None:
+                return None
+            batch, kept = got
+            return self._output(batch, kept, int(starts[-1]), lambda: self._group_specials(frags, readers))
+        finally:
+            for r in readers:
+                r.close()
+
+    def _group_then_filter(self, readers: list, live: np.ndarray | None):
+        """:meth:`_read_then_filter` of a group: ``(batch, kept)`` or None."""
+        batch = pa.RecordBatch.from_arrays(whole_reads.read_whole(readers), names=self.read_names)
+        keep = live
+        if self.expr is not None:
+            m = mask_of(self.expr, batch)
+            keep = m if keep is None else (keep & m)
+        if keep is None:
+            return batch, None
+        kept = _kept(keep)
+        if kept is None:
+            return None
+        if isinstance(kept, slice):
+            return batch.slice(kept.start, kept.stop - kept.start), kept
+        return batch.filter(pa.array(keep)), kept
+
+    def _group_late(self, readers: list, starts: np.ndarray, live: np.ndarray | None):
+        """:meth:`_read_late` of a group: the filter's columns of every
+        fragment, then the other columns of the fragments with a row kept."""
+        assert self._late is not None
+        in_filter, others = self._late
+        fields = {f.name: f for f in self.read_fields}
+        first = [r.subset([fields[c] for c in in_filter]) for r in readers]
+        fbatch = pa.RecordBatch.from_arrays(whole_reads.read_whole(first), names=in_filter)
+        keep = mask_of(self.expr, fbatch)
+        if live is not None:
+            keep = keep & live
+        if not keep.any():
+            return None
+        hit = np.logical_or.reduceat(keep, starts[:-1])
+        chosen = [(j, r.subset([fields[c] for c in others])) for j, (r, h) in enumerate(zip(readers, hit)) if h]
+        rows = np.repeat(hit, np.diff(starts))  # the rows of the fragments with a row kept
+        kept_rows = np.flatnonzero(keep)
+        if kept_rows.size * TAKE_FRACTION <= int(rows.sum()):  # few rows: taken from each fragment
+            at = np.searchsorted(kept_rows, starts)
+            per = [r.take(kept_rows[at[j] : at[j + 1]] - starts[j]) for j, r in chosen]
+            rest = [pa.concat_arrays([p[c] for p in per]) if len(per) > 1 else per[0][c] for c in range(len(others))]
+            return self._joined(others, rest, fbatch.filter(pa.array(keep))), keep
+        rest = whole_reads.read_whole([r for _, r in chosen])
+        if not rows.all():
+            fbatch = fbatch.filter(pa.array(rows))
+        batch = self._joined(others, rest, fbatch).filter(pa.array(keep[rows]))
+        return batch, keep
+
+    def _group_specials(self, frags: list, readers: list) -> tuple[np.ndarray, np.ndarray | None]:
+        """Row addresses of every row of a group and, when asked for, row ids."""
+        addr = np.concatenate(
+            [(np.uint64(f.id) << np.uint64(32)) + np.arange(f.physical_rows, dtype=np.uint64) for f in frags]
+        )
+        ids = None
+        if ROW_ID in self.columns and ROW_ID in self.special:
+            ids = np.concatenate([r.row_ids(0, r.physical_rows) for r in readers]).astype(np.uint64)
+        return addr, ids
 
     def _ranges(self, frag) -> list[tuple[int, int]]:
         """The physical row ranges of ``frag`` to read: all of them, or those
@@ -356,27 +480,47 @@ class Scan:
         if got is None:
             return None
         batch, kept = got
-        # physical positions of the rows kept: only row addresses, row ids or a column-less count need them
-        positions: np.ndarray | None = None
-        if self._special_out or batch is None:
+
+        def specials() -> tuple[np.ndarray, np.ndarray | None]:
             positions = np.arange(start, stop, dtype=np.uint64)
-            if kept is not None:
-                positions = positions[kept]
+            addr = (np.uint64(frag.id) << np.uint64(32)) + positions
+            ids = None
+            if ROW_ID in self.columns and ROW_ID in self.special:
+                ids = reader.row_ids(0, frag.physical_rows)[start:stop]
+            return addr, ids
+
+        return self._output(batch, kept, stop - start, specials)
+
+    def _output(self, batch, kept, rows: int, specials) -> pa.RecordBatch:
+        """The output batch of a read of ``rows`` rows: ``batch`` (the read
+        columns of the rows kept; None when none is read), ``kept`` (None: every
+        row, a slice or a mask); ``specials()`` gives every row's address and
+        (when asked for) row id, computed only when an output needs them."""
+        addr = ids = None
+        count = None
+        if self._special_out or batch is None:
+            if self._special_out:
+                addr, ids = specials()
+                if kept is not None:
+                    addr = addr[kept]
+                    ids = ids[kept] if ids is not None else None
+                count = len(addr)
+            else:
+                count = (
+                    rows if kept is None else (kept.stop - kept.start if isinstance(kept, slice) else int(kept.sum()))
+                )
         cols = []
         for c in self.columns:
-            if positions is None:
-                assert batch is not None  # no special column asked for: every column was read
-                cols.append(batch.column(self.read_names.index(c)))
-            elif c == ROW_ADDRESS and c in self.special:
-                cols.append(pa.array((np.uint64(frag.id) << np.uint64(32)) + positions, pa.uint64()))
+            if c == ROW_ADDRESS and c in self.special:
+                cols.append(pa.array(addr, pa.uint64()))
             elif c == ROW_ID and c in self.special:
-                ids = reader.row_ids(0, frag.physical_rows)
-                cols.append(pa.array(ids[positions.astype(np.int64)], pa.uint64()))
+                cols.append(pa.array(ids, pa.uint64()))
             else:
                 assert batch is not None  # c is one of read_names, so the batch was read
                 cols.append(batch.column(self.read_names.index(c)))
         if not cols:  # no column out (a count): the rows kept
-            count = len(positions) if positions is not None else (batch.num_rows if batch is not None else 0)
+            if count is None:
+                count = batch.num_rows if batch is not None else 0
             return (
                 pa.RecordBatch.from_pydict({}, schema=self.schema)
                 if count == 0

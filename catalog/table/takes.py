@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from tessera.commit import fragment_live_rows
 from tessera.format.errors import NotABlobColumnError, RowOutOfRangeError
+from tessera.format.table import whole_reads
 from tessera.format.table.fragments import FileReaderCache, FragmentReader
 from tessera.format.table.fragments import take_blobs as read_blobs
 
@@ -47,8 +48,11 @@ def take(
         return out_schema.empty_table()
     starts = np.concatenate([[0], np.cumsum(live)])
     which = np.searchsorted(starts, idx, side="right") - 1
-    pieces: list[pa.Table] = []
-    order: list[np.ndarray] = []
+    # the rows of every fragment concerned, taken together (whole_reads.take_whole):
+    # each fragment's distinct rows in order, then put back in the order asked
+    readers, wanted, addrs = [], [], []
+    back = np.empty(idx.size, dtype=np.int64)
+    done = 0
     for fi in np.unique(which):
         sel = np.nonzero(which == fi)[0]
         frag = frags[fi]
@@ -60,16 +64,23 @@ def take(
             phys = live_rows[pos]
         else:
             phys = pos
-        arrays = reader.take(phys) if fields else []
+        uniq, inv = np.unique(phys, return_inverse=True)
+        back[sel] = done + inv
+        done += uniq.size
+        readers.append(reader)
+        wanted.append(uniq)
         if with_row_address:
-            arrays.append(pa.array((np.uint64(frag.id) << np.uint64(32)) + phys.astype(np.uint64)))
-        reader.close()
-        pieces.append(pa.Table.from_arrays(arrays, schema=out_schema))
-        order.append(sel)
-    out = pa.concat_tables(pieces)
-    inverse = np.empty(idx.size, dtype=np.int64)
-    inverse[np.concatenate(order)] = np.arange(idx.size)
-    return out.take(pa.array(inverse))
+            addrs.append((np.uint64(frag.id) << np.uint64(32)) + uniq.astype(np.uint64))
+    try:
+        arrays = whole_reads.take_whole(readers, wanted) if fields else []
+    finally:
+        for reader in readers:
+            reader.close()
+    if with_row_address:
+        arrays.append(pa.array(np.concatenate(addrs), pa.uint64()))
+    if not arrays:
+        return pa.table({"_": pa.nulls(idx.size)}).select([])
+    return pa.Table.from_arrays(arrays, schema=out_schema).take(pa.array(back))
 
 
 def take_blobs(

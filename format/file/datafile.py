@@ -228,6 +228,9 @@ class FileReader:
 
     def close(self) -> None:
         self.io.close()
+        # each decoder holds this reader (its sidecar opener): drop the cycle so
+        # a closed reader is freed at once, not by the garbage collector
+        self._decoders.clear()
 
     def __enter__(self) -> FileReader:
         return self

@@ -287,6 +287,8 @@ def open_reader(source: str | os.PathLike[str] | RangeReader | bytes) -> RangeRe
         return LocalFileReader(source)
     if isinstance(source, _BaseReader):  # ours: no protocol check needed
         return source
-    if isinstance(source, RangeReader):
+    # what ``isinstance(source, RangeReader)`` checks, without the protocol
+    # machinery's cost (opened once per data file read)
+    if all(hasattr(source, m) for m in ("path", "size", "read_ranges", "close")):
         return source
     raise TypeError(f"cannot read Lance data from {type(source).__name__}")

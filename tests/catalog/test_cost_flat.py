@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from tessera.catalog import Table
+from tessera.format.table import whole_reads
 from tessera.format.table.fragments import FragmentReader
 
 ROWS, PER_FILE = 4_000, 1_000
@@ -33,7 +34,14 @@ def reads(monkeypatch):
         got.append((tuple(f.name for f in self.fields), len(offsets)))
         return real_take(self, offsets)
 
+    real_whole = whole_reads.read_whole
+
+    def read_whole(readers):  # many small fragments read at once: each counts as a read of it
+        got.extend((tuple(f.name for f in r.fields), r.physical_rows) for r in readers)
+        return real_whole(readers)
+
     monkeypatch.setattr(FragmentReader, "read", read)
+    monkeypatch.setattr(whole_reads, "read_whole", read_whole)
     monkeypatch.setattr(FragmentReader, "take", take)
     return got
 

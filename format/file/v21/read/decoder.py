@@ -47,12 +47,24 @@ from .page import PageBase, Piece, joined_buffers
 from .repdef import ITEM, LIST, LayerOut, Structure, unravel
 from .values import bitmap_from_bool, with_validity
 
+#: layer structures by their kinds: a handful per process, shared by every
+#: decoder (a Structure is never changed once built)
+_STRUCTURES: dict[tuple[str, ...], Structure] = {}
+
+
+def _structure(kinds: list[str]) -> Structure:
+    key = tuple(kinds)
+    st = _STRUCTURES.get(key)
+    if st is None:
+        st = _STRUCTURES[key] = Structure(kinds)
+    return st
+
 
 class _Leaf:
     def __init__(self, field: LanceField, column: int, kinds: list[str]) -> None:
         self.field = field
         self.column = column
-        self.st = Structure(kinds)
+        self.st = _structure(kinds)
         #: "v1" / "v2" for a blob column (its pages hold descriptions: :mod:`...blob`)
         self.blob = field.blob
         #: the type of the values in the pages (a dictionary leaf's value type)

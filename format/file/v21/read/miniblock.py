@@ -138,9 +138,15 @@ class MiniBlockPage(PageBase):
         encoding that can skip the others (FSST, inline bit-packing, flat)
         returns just those, and ``picked`` says so; ``at``: optionally the
         same positions as (index into ``chunks``, position in the chunk)."""
+        return self._decode_at(data, base, self.chunk_bytes[chunks], self.counts[chunks], pick, at)
+
+    def _decode_at(
+        self, data: np.ndarray, base: np.ndarray, cbytes: np.ndarray, counts: np.ndarray, pick=None, at=None
+    ):
+        """:meth:`_decode_chunks` of chunks given by their sizes and value
+        counts: chunks of several pages decode together when the pages share
+        this page's layout message (:func:`decode_whole_pages`)."""
         w = self.where
-        cbytes = self.chunk_bytes[chunks]
-        counts = self.counts[chunks]
         if data.size < int(base[-1] + cbytes[-1]):
             raise CorruptFileError(None, f"{w}: chunk data truncated")
         bw = 4 if self.large else 2
@@ -323,3 +329,64 @@ class MiniBlockPage(PageBase):
                 idx[bad] = 0
                 return idx
         raise CorruptFileError(None, f"{self.where}: dictionary index {int(idx.max())} out of range")
+
+
+def decode_whole_pages(pages: list[MiniBlockPage], bufs) -> Piece:
+    """Every row of ``pages`` (mini-block pages of one leaf without lists or a
+    dictionary, sharing one layout message: the same encodings, so their
+    chunks decode as one run) as one piece; ``bufs``: each page's chunk bytes
+    (``data_ranges(0, num_rows)``).  A scan of many small files decodes each
+    column in one pass instead of one per file."""
+    p0 = pages[0]
+    if len(pages) == 1:
+        return p0.decode(0, p0.num_rows, bufs)
+    datas = [as_u8(b) for b in bufs]
+    sizes = np.fromiter((d.size for d in datas), dtype=np.int64, count=len(datas))
+    data = np.concatenate(datas)
+    page_base = np.cumsum(sizes) - sizes
+    base = np.concatenate([p.chunk_off + int(at) for p, at in zip(pages, page_base.tolist())])
+    cbytes = np.concatenate([p.chunk_bytes for p in pages])
+    counts = np.concatenate([p.counts for p in pages])
+    _, defs, vals, total, _ = p0._decode_at(data, base, cbytes, counts)
+    rows = sum(p.num_rows for p in pages)
+    if total != rows:
+        raise CorruptFileError(None, f"{p0.where}: chunks of {len(pages)} pages hold {total} values, {rows} rows")
+    return p0._finish(None, defs, p0._values_array(vals, defs), rows, rows)
+
+
+def take_from_pages(items: list) -> Piece:
+    """The rows of ``items`` - ``(page, rows in the page, take plan, the
+    planned chunks' bytes)`` of mini-block pages that decode in one run
+    (:func:`joinable`) - as one piece: every chunk decoded together, values
+    picked before expanding where the encoding allows."""
+    p0 = items[0][0]
+    datas = [c for _, _, _, chunks in items for c in chunks]
+    sizes = np.fromiter((d.size for d in datas), dtype=np.int64, count=len(datas))
+    data = datas[0] if len(datas) == 1 else np.concatenate(datas)
+    base = np.cumsum(sizes) - sizes
+    cbytes = np.concatenate([p.chunk_bytes[plan[0]] for p, _, plan, _ in items])
+    counts = np.concatenate([p.counts[plan[0]] for p, _, plan, _ in items])
+    first = np.cumsum([0] + [plan[0].size for _, _, plan, _ in items[:-1]])
+    slot = np.concatenate([plan[1] + int(f) for (_, _, plan, _), f in zip(items, first.tolist())])
+    within = np.concatenate([plan[2] for _, _, plan, _ in items])
+    first_value = np.cumsum(counts) - counts
+    pos = first_value[slot] + within
+    _, defs, vals, _, picked = p0._decode_at(data, base, cbytes, counts, pick=pos, at=(slot, within))
+    if defs is not None:
+        defs = defs[pos]
+    arr = p0._values_array(vals, defs, None if picked else pos)
+    return p0._finish(None, defs, arr, int(pos.size), int(pos.size))
+
+
+def joinable(page: object, first: MiniBlockPage) -> bool:
+    """Whether ``page`` decodes in one run with ``first`` (:func:`decode_whole_pages`)."""
+    return (
+        isinstance(page, MiniBlockPage)
+        and page.msg is first.msg  # layouts are parsed once per distinct bytes (decoder._page_layout)
+        and page.st.kinds == first.st.kinds  # with the layers: the same canonical levels
+        and (page.t is first.t or page.t.equals(first.t))
+        and page.num_rows > 0
+        and not page.has_rep
+        and not page.has_dict
+        and page.out is None
+    )

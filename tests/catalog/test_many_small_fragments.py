@@ -1,0 +1,178 @@
+"""Tables of many small fragments: scans read them in groups (each column of
+a group decoded in one run) and takes gather their rows together
+(:mod:`tessera.format.table.whole_reads`).  What they return is checked
+against pylance reading the same table; what they cost is pinned as counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tessera.catalog import Table
+from tessera.format.errors import CorruptFileError
+from tessera.format.file import datafile
+from tessera.format.file import schema as lschema
+from tessera.format.file.v21.read.miniblock import MiniBlockPage
+from tessera.format.table import whole_reads
+
+PER_FILE = 40
+
+
+def same(got: pa.Table, want: pa.Table) -> bool:
+    """The same columns, types and values (pylance's dictionaries and
+    nullability flags of special columns may be represented differently)."""
+    return (
+        got.schema.names == want.schema.names
+        and [f.type for f in got.schema] == [f.type for f in want.schema]
+        and got.to_pylist() == want.to_pylist()
+    )
+
+
+def _data(lo: int, n: int) -> pa.Table:
+    i = np.arange(lo, lo + n, dtype=np.int64)
+    return pa.table(
+        {
+            "k": i,
+            "f": (i * 0.5).astype(np.float64),
+            "s": pa.array(np.char.add("café-", i.astype(str))),
+            "maybe": pa.array([None if x % 7 == 0 else int(x % 100) for x in i], pa.int32()),
+            "flag": pa.array(i % 3 == 0),
+            "cat": pa.array([f"c{x % 4}" for x in i]).dictionary_encode(),
+            "lst": pa.array([[int(x), int(x) + 1] if x % 5 else None for x in i], pa.list_(pa.int64())),
+            "st": pa.array([{"a": int(x), "b": f"b{x}"} for x in i]),
+        }
+    )
+
+
+@pytest.fixture
+def small(tmp_path):
+    """A table of 30 small fragments written in 3 commits, some rows deleted,
+    and a column added after the first commits (older fragments read it as a
+    data file of their own)."""
+    t = Table.create(str(tmp_path / "t"), _data(0, 400), max_rows_per_file=PER_FILE)
+    t.append(_data(400, 400))
+    t.append(_data(800, 400))
+    t.delete("k % 11 = 3 OR (k >= 100 AND k < 140)")
+    t.add_columns({"twice": "k * 2"})
+    assert len(t.fragments) >= 29
+    return t
+
+
+@pytest.fixture
+def groups(monkeypatch):
+    """The number of fragments of every group read or taken at once."""
+    got: list[int] = []
+    real_read, real_take = whole_reads.read_whole, whole_reads.take_whole
+
+    def read(readers):
+        got.append(len(readers))
+        return real_read(readers)
+
+    def take(readers, rows):
+        got.append(len(readers))
+        return real_take(readers, rows)
+
+    monkeypatch.setattr(whole_reads, "read_whole", read)
+    monkeypatch.setattr(whole_reads, "take_whole", take)
+    return got
+
+
+def test_scans_and_takes_agree_with_pylance(small, groups, lance):
+    ds = lance.dataset(small.uri)
+    want = ds.to_table()
+    assert same(small.to_arrow(), want)
+    assert max(groups) > 1  # fragments were read together
+    cols = ["s", "k", "st"]
+    assert same(small.to_arrow(columns=cols), ds.to_table(columns=cols))
+    for flt in ("k > 500 AND k < 900", "maybe IS NULL", "s = 'café-777'", "f < 0", "twice % 3 = 0"):
+        got = small.to_arrow(columns=["k", "s", "lst"], filter=flt)
+        assert same(got, ds.to_table(columns=["k", "s", "lst"], filter=flt)), flt
+        assert small.count_rows(flt) == ds.count_rows(flt), flt
+    addr = small.to_arrow(columns=["k"], with_row_address=True)
+    assert same(addr, ds.to_table(columns=["k"], with_row_address=True))
+    rows = want.num_rows
+    for picks in ([0], [rows - 1, 0, 5, 5], np.random.default_rng(3).choice(rows, 200, replace=False)):
+        groups.clear()
+        got = small.take(list(picks))
+        assert same(got, ds.take(list(picks))), list(picks)[:5]
+        assert len(groups) == 1  # one gathering, however many fragments
+
+
+def test_takes_across_fragments_gather_every_fragment_at_once(small, groups, lance):
+    ds = lance.dataset(small.uri)
+    picks = [int(x) for x in np.random.default_rng(4).choice(ds.count_rows(), 300, replace=False)]
+    got = small.take(picks)
+    assert same(got, ds.take(picks))
+    assert len(groups) == 1 and groups[0] > 20  # one gathering of every fragment concerned
+    assert same(small.take(picks, columns=["lst", "cat"]), ds.take(picks, columns=["lst", "cat"]))
+
+
+def test_a_pylance_table_of_small_fragments_reads_the_same(tmp_path, lance):
+    uri = str(tmp_path / "p")
+    data = pa.concat_tables([_data(0, 400), _data(400, 400)])
+    lance.write_dataset(data, uri, max_rows_per_file=PER_FILE, max_rows_per_group=PER_FILE)
+    ds = lance.dataset(uri)
+    ds.delete("k % 13 = 1")
+    ds = lance.dataset(uri)
+    t = Table.open(uri)
+    assert same(t.to_arrow(), ds.to_table())
+    assert same(t.to_arrow(filter="k >= 390 AND k < 410"), ds.to_table(filter="k >= 390 AND k < 410"))
+    picks = [3, 700, 41, 40, 39]
+    assert same(t.take(picks), ds.take(picks))
+
+
+def test_a_limit_reads_one_fragment(small):
+    scan = small.scanner(limit=5)
+    assert scan.to_table().num_rows == 5
+    assert scan.stats["fragments"] == 1
+
+
+def test_each_column_of_a_group_decodes_in_one_run(tmp_path, monkeypatch):
+    """200 fragments x 3 columns: a scan decodes each column of each group
+    in one run of chunks (groups of 1, 1, 2, 4, ... fragments: 9 groups),
+    not once per file, and parses each file's tail once (none again)."""
+    t = Table.create(
+        str(tmp_path / "t"),
+        pa.table({"a": np.arange(4000), "b": np.arange(4000) * 0.25, "c": pa.array(np.arange(4000).astype(str))}),
+        max_rows_per_file=20,
+    )
+    assert len(t.fragments) == 200
+    decodes, parses = [], []
+    real_decode, real_parse = MiniBlockPage._decode_at, lschema.fields_from_protos
+
+    def decode(self, *a, **kw):
+        decodes.append(1)
+        return real_decode(self, *a, **kw)
+
+    def parse(*a, **kw):
+        parses.append(1)
+        return real_parse(*a, **kw)
+
+    monkeypatch.setattr(MiniBlockPage, "_decode_at", decode)
+    monkeypatch.setattr(lschema, "fields_from_protos", parse)
+    datafile._PARSED.clear()
+    datafile._PARSED_HELD[0] = 0
+    assert t.to_arrow().num_rows == 4000
+    assert len(decodes) == 3 * 9
+    assert len(parses) == 200  # every file's tail parsed once ...
+    decodes.clear()
+    parses.clear()
+    assert t.to_arrow(filter="a % 2 = 0").num_rows == 2000
+    assert len(parses) == 0  # ... and not again
+    assert len(decodes) == 3 * 9
+
+
+def test_a_damaged_string_in_one_file_of_a_group_names_that_file(tmp_path):
+    t = Table.create(str(tmp_path / "t"), _data(0, 400).select(["k", "s"]), max_rows_per_file=PER_FILE)
+    victim = t.fragments[4].files[0].path
+    path = tmp_path / "t" / "data" / victim
+    raw = path.read_bytes()
+    assert raw.count("é".encode()) == PER_FILE
+    path.write_bytes(raw.replace("é".encode(), b"\xc3\x29"))
+    t = Table.open(str(tmp_path / "t"))
+    for read in (lambda: t.to_arrow(), lambda: t.take(list(range(0, 400, 7)))):
+        with pytest.raises(CorruptFileError) as info:
+            read()
+        assert victim in str(info.value) and "UTF-8" in str(info.value) and "'s'" in str(info.value)
+    assert t.to_arrow(columns=["k"]).num_rows == 400
