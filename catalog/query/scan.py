@@ -322,7 +322,7 @@ class Scan:
 
     def _group_then_filter(self, readers: list, live: np.ndarray | None):
         """:meth:`_read_then_filter` of a group: ``(batch, kept)`` or None."""
-        batch = pa.RecordBatch.from_arrays(whole_reads.read_whole(readers), names=self.read_names)
+        batch = pa.RecordBatch.from_arrays(whole_reads.read_whole(readers, release=True), names=self.read_names)
         keep = live
         if self.expr is not None:
             m = mask_of(self.expr, batch)
@@ -343,7 +343,7 @@ class Scan:
         in_filter, others = self._late
         fields = {f.name: f for f in self.read_fields}
         first = [r.subset([fields[c] for c in in_filter]) for r in readers]
-        fbatch = pa.RecordBatch.from_arrays(whole_reads.read_whole(first), names=in_filter)
+        fbatch = pa.RecordBatch.from_arrays(whole_reads.read_whole(first, release=True), names=in_filter)
         keep = mask_of(self.expr, fbatch)
         if live is not None:
             keep = keep & live
@@ -358,7 +358,7 @@ class Scan:
             per = [r.take(kept_rows[at[j] : at[j + 1]] - starts[j]) for j, r in chosen]
             rest = [pa.concat_arrays([p[c] for p in per]) if len(per) > 1 else per[0][c] for c in range(len(others))]
             return self._joined(others, rest, fbatch.filter(pa.array(keep))), keep
-        rest = whole_reads.read_whole([r for _, r in chosen])
+        rest = whole_reads.read_whole([r for _, r in chosen], release=True)
         if not rows.all():
             fbatch = fbatch.filter(pa.array(rows))
         batch = self._joined(others, rest, fbatch).filter(pa.array(keep[rows]))

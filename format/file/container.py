@@ -326,6 +326,8 @@ class ParsedTail:
         self.column_offsets = reader.column_offsets
         self.columns = reader._columns
         self.pages: dict[int, tuple] = {}
+        #: the leaves of each decoded field, by (first column, field object)
+        self.leaves: dict[tuple[int, int], tuple] = {}
         self.fields: list | None = None
         self.schema: pa.Schema | None = None
         self.etag: str | None = None
@@ -360,7 +362,9 @@ class ContainerReader:
         self.version = version_from_footer(f.major, f.minor, self.path)
         # global buffer offsets first: buffer 0 may start before the column metadata
         gbo = self._slice(tail, tail_start, f.gbo_table_pos, 16 * f.num_global_buffers)
-        self.global_buffers = [struct.unpack_from("<QQ", gbo, 16 * i) for i in range(f.num_global_buffers)]
+        # tuples, not lists: kept per file in the parsed-tail cache, and tuples of
+        # numbers are no work for the garbage collector
+        self.global_buffers = tuple(struct.unpack_from("<QQ", gbo, 16 * i) for i in range(f.num_global_buffers))
         if not self.global_buffers:
             raise CorruptFileError(self.path, "file has no global buffers, so no FileDescriptor (schema) to read")
         for pos, length in self.global_buffers:
@@ -380,7 +384,7 @@ class ContainerReader:
             file_pb2.FileDescriptor, self._slice(tail, tail_start, gb0_pos, gb0_len), self.path, "FileDescriptor"
         )
         cmo = self._slice(tail, tail_start, f.cmo_table_pos, 16 * f.num_columns)
-        self.column_offsets = [struct.unpack_from("<QQ", cmo, 16 * i) for i in range(f.num_columns)]
+        self.column_offsets = tuple(struct.unpack_from("<QQ", cmo, 16 * i) for i in range(f.num_columns))
         for i, (pos, length) in enumerate(self.column_offsets):
             if pos < f.column_meta_start or pos + length > f.cmo_table_pos:
                 raise CorruptFileError(

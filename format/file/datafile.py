@@ -192,8 +192,7 @@ class FileReader:
             parsed.etag = getattr(self.io, "etag", None)  # known after the first GET of a remote object
         self.version = self._container.version
         if parsed.fields is None or parsed.schema is None:
-            parsed.fields = lschema.fields_from_protos(self._container.descriptor.schema.fields)
-            parsed.schema = lschema.to_arrow_schema(parsed.fields, dict(self._container.descriptor.schema.metadata))
+            parsed.fields, parsed.schema = _schema_of(self._container.descriptor.schema)
         self.fields, self.schema = parsed.fields, parsed.schema
         self._codec = _codec(self.version)
         first = 0
@@ -427,6 +426,27 @@ _PARSED: OrderedDict[tuple, ParsedTail] = OrderedDict()
 _PARSED_LOCK = threading.Lock()
 #: the tail bytes ``_PARSED`` holds (kept as entries come and go: O(1) per insert)
 _PARSED_HELD = [0]
+
+
+#: parsed schemas by their serialised bytes: the files of a table share a
+#: handful, each parsed once per process (parsed fields are only read, never changed)
+_SCHEMAS: OrderedDict[bytes, tuple[list, pa.Schema]] = OrderedDict()
+_SCHEMAS_MAX = 256
+
+
+def _schema_of(schema) -> tuple[list, pa.Schema]:
+    """A file's ``(fields, arrow schema)`` from its schema message."""
+    key = schema.SerializeToString(deterministic=True)
+    with _PARSED_LOCK:
+        hit = _SCHEMAS.get(key)
+    if hit is None:
+        fields = lschema.fields_from_protos(schema.fields)
+        hit = (fields, lschema.to_arrow_schema(fields, dict(schema.metadata)))
+        with _PARSED_LOCK:
+            _SCHEMAS[key] = hit
+            while len(_SCHEMAS) > _SCHEMAS_MAX:
+                _SCHEMAS.popitem(last=False)
+    return hit
 
 
 def _cache_key(io: object) -> tuple | None:

@@ -17,6 +17,12 @@ fields of many fragments in one pass:
 
 The result is exactly what :meth:`FragmentReader.read` of each fragment
 would give, concatenated (deleted rows included: the caller masks them).
+
+Pages are decoded as the files are read (every ``RUN_PAGES`` pages of a
+field), so the bytes and objects of one file live only briefly: objects that
+outlive many allocations reach the garbage collector's oldest generation,
+and on a table of thousands of files its full passes would cost more than
+the read.  :func:`take_whole` does the same for scattered rows (a take).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from ..file.v21.read.miniblock import decode_whole_pages, joinable, take_from_pa
 from .fragments import FragmentReader, as_field_type, one_array
 
 
-def _whole_pages(r: FileReader, i: int) -> tuple[v21decoder.FieldDecoder, list] | None:
+def _whole_pages(r: FileReader, i: int) -> tuple[v21decoder.FieldDecoder, tuple] | None:
     """The decoder and pages of file field ``i`` when its rows can be joined
     with other files' (a 2.1+ leaf without lists, dictionary or blob), else None."""
     if r.version == "2.0":
@@ -46,185 +52,163 @@ def _whole_pages(r: FileReader, i: int) -> tuple[v21decoder.FieldDecoder, list] 
     leaf = dec.leaves[0]
     if leaf.st.has_lists or leaf.blob is not None or pa.types.is_dictionary(leaf.out_type):
         return None
-    return dec, dec._leaf_pages(leaf)[0]
+    return dec, tuple(dec._leaf_pages(leaf)[0])
 
 
-class _Part:
-    """One fragment's share of one field: its pages (joinable reads), or an
-    array already read (nulls, or a field read the ordinary way)."""
+#: pages of one field decoded together at most (then their bytes are let go)
+RUN_PAGES = 64
 
-    __slots__ = ("dec", "pages", "bufs", "array", "path", "rows", "taken", "plans")
 
-    def __init__(self, rows: int, path: str | None = None) -> None:
-        self.rows, self.path = rows, path
-        #: a take: the file rows taken (sorted, distinct); a read: None (every row)
-        self.taken: np.ndarray | None = None
-        #: a take: per page, the rows in it and its planned chunks' plan
-        self.plans: list = []
+class _Field:
+    """The rows of one field over many files, decoded as they arrive: runs of
+    joinable pages decode together, anything else alone, arrays read the
+    ordinary way are appended as they are."""
+
+    def __init__(self, f: lschema.LanceField) -> None:
+        self.f = f
+        self.out: list[pa.Array] = []
+        #: the current run: one file decoder (assembles it), its leaf, its pieces
+        #: and (path, rows, rows taken) of each file in it
         self.dec: v21decoder.FieldDecoder | None = None
-        self.pages: list = []
-        self.bufs: list = []
-        self.array: pa.Array | None = None
+        self.pieces: list = []
+        self.files: list[tuple[str | None, int, np.ndarray | None]] = []
+        #: joinable pages waiting to be decoded together: (page, bytes) or a take's items
+        self.pending: list = []
 
+    def add(self, dec: v21decoder.FieldDecoder, path: str | None, rows: int, items: list, taken=None) -> None:
+        """Pages of one file: ``items`` are ``(page, bytes)`` of whole pages,
+        or for a take ``(page, rows in it, plan, chunk bytes)``."""
+        if self.dec is not None and not _same_leaf(self.dec.leaves[0], dec.leaves[0]):
+            self.end_run()  # a file storing the field as another type: checked on its own
+        if self.dec is None:
+            self.dec = dec
+        for item in items:
+            p = item[0]
+            if self.pending and not joinable(p, self.pending[0][0]):
+                self._decode_pending()
+            if joinable(p, p):
+                self.pending.append(item)
+            else:  # taken pages are all joinable (take_whole checks)
+                self.pieces.append(p.decode(0, p.num_rows, item[1]))
+        self.files.append((path, rows, taken))
+        if len(self.pending) >= RUN_PAGES:
+            self._decode_pending()
 
-def read_whole(readers: Sequence[FragmentReader]) -> list[pa.Array]:
-    """Arrays of the readers' fields (every reader reads the same fields) for
-    every physical row of every reader's fragment, fragment after fragment."""
-    fields = readers[0].fields
-    parts: list[list[_Part]] = [[] for _ in fields]
-    for reader in readers:
-        n = reader.physical_rows
-        planned: dict[int, list[_Part]] = {}
-        ordinary: dict[int, tuple[FileReader, list[tuple[_Part, int, lschema.LanceField]]]] = {}
-        for k, f in enumerate(fields):
-            loc = reader._locate(f)
-            if loc is None:
-                part = _Part(n)
-                part.array = pa.nulls(n, f.arrow_type)
-                parts[k].append(part)
-                continue
-            df, col = loc
-            r = reader._reader(df)
-            i = reader._file_field(r, col, f)
-            part = _Part(n, r.path)
-            parts[k].append(part)
-            got = _whole_pages(r, i)
-            if got is None:
-                ordinary.setdefault(id(r), (r, []))[1].append((part, i, f))
-            else:
-                part.dec, part.pages = got
-                planned.setdefault(id(r), []).append(part)
-        for todo in planned.values():
-            _fetch(todo)
-        for r, items in ordinary.values():  # one read per file for its fields, as FragmentReader.read does
-            table = r.read_range(0, n, columns=[i for _, i, _ in items])
-            for j, (part, _, f) in enumerate(items):
-                part.array = as_field_type(one_array(table.column(j)), f, r.path)
-    return [_join(f, ps) for f, ps in zip(fields, parts)]
+    def add_array(self, arr: pa.Array) -> None:
+        self.end_run()
+        self.out.append(arr)
 
-
-def _fetch(parts: list[_Part]) -> None:
-    """Page metadata (when not yet known) and then the bytes of every page of
-    ``parts`` (fields of one data file), one request each."""
-    pages = [p for part in parts for p in part.pages]
-    dec = parts[0].dec
-    assert dec is not None  # planned parts have a decoder
-    dec._ensure_meta(pages)
-    plans = [p.data_ranges(0, p.num_rows) for p in pages]
-    ranges = [x for plan in plans for x in plan]
-    got = dec.reader.io.read_ranges(ranges) if ranges else []
-    at, j = 0, 0
-    for part in parts:
-        for _ in part.pages:
-            k = len(plans[j])
-            part.bufs.append(got[at : at + k])
-            at, j = at + k, j + 1
-
-
-def _join(f: lschema.LanceField, parts: list[_Part]) -> pa.Array:
-    """The field's rows over every part: runs of joinable pages decode together."""
-    out: list[pa.Array] = []
-    run: list[_Part] = []
-
-    def flush() -> None:
-        if run:
-            out.append(_decode_run(f, run))
-            run.clear()
-
-    for part in parts:
-        if part.array is not None:
-            flush()
-            out.append(part.array)
+    def _decode_pending(self) -> None:
+        if not self.pending:
+            return
+        if len(self.pending[0]) == 4:
+            self.pieces.append(take_from_pages(self.pending))
         else:
-            if run and not _same_leaf(run[0], part):
-                flush()  # files storing the field as another type: each checked against the table's
-            run.append(part)
-    flush()
-    if len(out) == 1:
-        return out[0]
-    return pa.concat_arrays(out)
+            self.pieces.append(
+                decode_whole_pages([p for p, _ in self.pending], [b for _, bufs in self.pending for b in bufs])
+            )
+        self.pending = []
+
+    def end_run(self) -> None:
+        self._decode_pending()
+        if self.dec is None:
+            return
+        arr, _ = self.dec._assemble_leaf(self.dec.leaves[0], self.pieces, sum(n for _, n, _ in self.files))
+        self.out.append(_checked(self.f, self.files, arr))
+        self.dec, self.pieces, self.files = None, [], []
+
+    def result(self) -> pa.Array:
+        self.end_run()
+        return self.out[0] if len(self.out) == 1 else pa.concat_arrays(self.out)
 
 
-def _same_leaf(a: _Part, b: _Part) -> bool:
+def _same_leaf(x, y) -> bool:
     """Whether two files store the field alike (their rows join before the
     table's type is checked)."""
-    assert a.dec is not None and b.dec is not None
-    x, y = a.dec.leaves[0], b.dec.leaves[0]
     return x.type.equals(y.type) and x.out_type.equals(y.out_type) and x.st.kinds == y.st.kinds
 
 
-def _decode_run(f: lschema.LanceField, run: list[_Part]) -> pa.Array:
-    """The rows of consecutive planned parts of one field, checked as a read
-    of each file would be (UTF-8, the table's type)."""
-    dec = run[0].dec
-    assert dec is not None
-    leaf = dec.leaves[0]
-    pieces = []
-    pending: list = []
-    pending_bufs: list = []
-
-    def flush() -> None:
-        if pending:
-            pieces.append(decode_whole_pages(list(pending), [b for bufs in pending_bufs for b in bufs]))
-            pending.clear()
-            pending_bufs.clear()
-
-    if run[0].taken is not None:
-        return _take_run(f, run)
-    for part in run:
-        for p, bufs in zip(part.pages, part.bufs):
-            if pending and joinable(p, pending[0]):
-                pending.append(p)
-                pending_bufs.append(bufs)
-            elif joinable(p, p):
-                flush()
-                pending.append(p)
-                pending_bufs.append(bufs)
-            else:
-                flush()
-                pieces.append(p.decode(0, p.num_rows, bufs))
-    flush()
-    arr, _ = dec._assemble_leaf(leaf, pieces, sum(part.rows for part in run))
-    return _checked(f, run, arr)
-
-
-def _take_run(f: lschema.LanceField, run: list[_Part]) -> pa.Array:
-    """The taken rows of consecutive planned parts of one field."""
-    dec = run[0].dec
-    assert dec is not None
-    pieces = []
-    pending: list = []
-    for part in run:
-        for p, (prows, plan), chunks in zip(part.pages, part.plans, part.bufs):
-            if pending and not joinable(p, pending[0][0]):
-                pieces.append(take_from_pages(pending))
-                pending = []
-            pending.append((p, prows, plan, chunks))
-    if pending:
-        pieces.append(take_from_pages(pending))
-    arr, _ = dec._assemble_leaf(dec.leaves[0], pieces, sum(part.rows for part in run))
-    return _checked(f, run, arr)
-
-
-def _checked(f: lschema.LanceField, run: list[_Part], arr: pa.Array) -> pa.Array:
-    """``arr`` (the rows of ``run``, part after part) checked as a read of
-    each file would be (UTF-8 strings, the stored type against the table's)."""
+def _checked(f: lschema.LanceField, files: list, arr: pa.Array) -> pa.Array:
+    """``arr`` (the rows of ``files``, one after another) checked as a read
+    of each file would be (UTF-8 strings, the stored type against the table's)."""
+    path, _, taken = files[0]
     try:
-        utf8.check_array(arr, run[0].path, f.name, None if run[0].taken is not None else 0)
+        utf8.check_array(arr, path, f.name, None if taken is not None else 0)
     except CorruptFileError:
         at = 0  # name the file and row, as reading it alone would
-        for part in run:
-            rows = part.taken
-            utf8.check_array(arr.slice(at, part.rows), part.path, f.name, 0 if rows is None else None, rows=rows)
-            at += part.rows
+        for path, n, taken in files:
+            utf8.check_array(arr.slice(at, n), path, f.name, 0 if taken is None else None, rows=taken)
+            at += n
         raise
     if arr.type.equals(f.arrow_type):
         return arr
     at, out = 0, []
-    for part in run:  # the table's type, checked against each file's stored type
-        out.append(as_field_type(arr.slice(at, part.rows), f, part.path or "data file"))
-        at += part.rows
+    for path, n, _ in files:  # the table's type, checked against each file's stored type
+        out.append(as_field_type(arr.slice(at, n), f, path or "data file"))
+        at += n
     return pa.concat_arrays(out)
+
+
+def _plan(reader: FragmentReader, fields: list[_Field], taken: np.ndarray | None):
+    """For one fragment: per data file, the fields read as whole (or planned
+    take) pages, and the fields read the ordinary way."""
+    planned: dict[int, list] = {}
+    ordinary: dict[int, tuple[FileReader, list]] = {}
+    n = reader.physical_rows if taken is None else int(taken.size)
+    for acc in fields:
+        f = acc.f
+        loc = reader._locate(f)
+        if loc is None:
+            acc.add_array(pa.nulls(n, f.arrow_type))
+            continue
+        df, col = loc
+        r = reader._reader(df)
+        i = reader._file_field(r, col, f)
+        got = _whole_pages(r, i)
+        if got is not None and taken is not None:
+            groups = _page_rows(got[0], taken)
+            if groups is None or not all(joinable(got[1][g], got[1][g]) for g, _ in groups):
+                got = None
+            else:
+                got = (got[0], tuple((got[1][g], rows) for g, rows in groups))
+        if got is None:
+            ordinary.setdefault(id(r), (r, []))[1].append((acc, i))
+        else:
+            planned.setdefault(id(r), []).append((acc, got[0], got[1]))
+    return n, planned, ordinary
+
+
+def read_whole(readers: Sequence[FragmentReader], release: bool = False) -> list[pa.Array]:
+    """Arrays of the readers' fields (every reader reads the same fields) for
+    every physical row of every reader's fragment, fragment after fragment.
+
+    ``release``: close each reader once its bytes are read (a scan's readers
+    of many files: their objects are then freed young, by reference counts)."""
+    fields = [_Field(f) for f in readers[0].fields]
+    for reader in readers:
+        n, planned, ordinary = _plan(reader, fields, None)
+        for todo in planned.values():
+            dec = todo[0][1]
+            pages = [p for _, _, ps in todo for p in ps]
+            dec._ensure_meta(pages)  # page metadata not yet known, in one request
+            plans = [p.whole_ranges() for p in pages]
+            ranges = [x for plan in plans for x in plan]
+            got = dec.reader.io.read_ranges(ranges) if ranges else []  # every page's bytes, one request
+            at = j = 0
+            for acc, d, ps in todo:
+                items = []
+                for p in ps:
+                    k = len(plans[j])
+                    items.append((p, got[at : at + k]))
+                    at, j = at + k, j + 1
+                acc.add(d, d.path, n, items)
+        for r, items in ordinary.values():  # one read per file for its fields, as FragmentReader.read does
+            table = r.read_range(0, n, columns=[i for _, i in items])
+            for j, (acc, _) in enumerate(items):
+                acc.add_array(as_field_type(one_array(table.column(j)), acc.f, r.path))
+        if release:
+            reader.close()
+    return [acc.result() for acc in fields]
 
 
 def fragment_offsets(readers: Sequence[FragmentReader]) -> np.ndarray:
@@ -238,41 +222,36 @@ def take_whole(readers: Sequence[FragmentReader], rows: Sequence[np.ndarray]) ->
     physical rows ``rows[j]`` of reader ``j`` (sorted, distinct), fragment
     after fragment: each data file is asked once for the mini-block chunks
     holding its rows, and chunks of pages written alike decode together."""
-    fields = readers[0].fields
-    parts: list[list[_Part]] = [[] for _ in fields]
+    fields = [_Field(f) for f in readers[0].fields]
     for reader, want in zip(readers, rows):
-        m = int(want.size)
-        planned: dict[int, list[_Part]] = {}
-        ordinary: dict[int, tuple[FileReader, list[tuple[_Part, int, lschema.LanceField]]]] = {}
-        for k, f in enumerate(fields):
-            loc = reader._locate(f)
-            if loc is None:
-                part = _Part(m)
-                part.array = pa.nulls(m, f.arrow_type)
-                parts[k].append(part)
-                continue
-            df, col = loc
-            r = reader._reader(df)
-            i = reader._file_field(r, col, f)
-            part = _Part(m, r.path)
-            part.taken = want
-            parts[k].append(part)
-            got = _whole_pages(r, i)
-            groups = _page_rows(got[0], want) if got is not None else None
-            if got is None or groups is None or not all(joinable(got[1][g], got[1][g]) for g, _ in groups):
-                ordinary.setdefault(id(r), (r, []))[1].append((part, i, f))
-                continue
-            part.dec = got[0]
-            part.pages = [got[1][g] for g, _ in groups]
-            part.plans = [prows for _, prows in groups]
-            planned.setdefault(id(r), []).append(part)
+        m, planned, ordinary = _plan(reader, fields, want)
         for todo in planned.values():
-            _fetch_chunks(todo)
+            dec = todo[0][1]
+            dec._ensure_meta([p for _, _, ps in todo for p, _ in ps])
+            plans, offs, sizes = [], [], []
+            for _, _, ps in todo:
+                for p, prows in ps:
+                    plan, o, n = p.take_plan(prows)
+                    plans.append(plan)
+                    offs.append(o)
+                    sizes.append(n)
+            size = np.concatenate(sizes)
+            data, starts = dec._read_pieces_at(np.concatenate(offs), size)  # every chunk, one request
+            at = j = 0
+            for acc, d, ps in todo:
+                items = []
+                for p, prows in ps:
+                    plan = plans[j]
+                    k = plan[0].size
+                    chunks = [data[s : s + n] for s, n in zip(starts[at : at + k].tolist(), size[at : at + k].tolist())]
+                    items.append((p, prows, plan, chunks))
+                    at, j = at + k, j + 1
+                acc.add(d, d.path, m, items, taken=want)
         for r, items in ordinary.values():
-            arrays = r.take_arrays(want, [i for _, i, _ in items])
-            for (part, _, f), arr in zip(items, arrays):
-                part.array = as_field_type(one_array(arr), f, r.path)
-    return [_join(f, ps) for f, ps in zip(fields, parts)]
+            arrays = r.take_arrays(want, [i for _, i in items])
+            for (acc, _), arr in zip(items, arrays):
+                acc.add_array(as_field_type(one_array(arr), acc.f, r.path))
+    return [acc.result() for acc in fields]
 
 
 def _page_rows(dec: v21decoder.FieldDecoder, want: np.ndarray) -> list[tuple[int, np.ndarray]] | None:
@@ -285,31 +264,3 @@ def _page_rows(dec: v21decoder.FieldDecoder, want: np.ndarray) -> list[tuple[int
     page_of = np.searchsorted(rs, want, side="right") - 1
     cuts = np.flatnonzero(np.diff(page_of)) + 1
     return [(int(g[0]), w - int(rs[g[0]])) for g, w in zip(np.split(page_of, cuts), np.split(want, cuts))]
-
-
-def _fetch_chunks(parts: list[_Part]) -> None:
-    """Plan the chunks holding each part's rows and read them (page metadata
-    first when not yet known), one request per data file."""
-    dec = parts[0].dec
-    assert dec is not None
-    dec._ensure_meta([p for part in parts for p in part.pages])
-    offs, sizes = [], []
-    for part in parts:
-        plans = []
-        for p, prows in zip(part.pages, part.plans):
-            plan, o, n = p.take_plan(prows)
-            plans.append((prows, plan))
-            offs.append(o)
-            sizes.append(n)
-        part.plans = plans
-    off = np.concatenate(offs)
-    size = np.concatenate(sizes)
-    data, starts = dec._read_pieces_at(off, size)
-    at = 0
-    for part in parts:
-        for _, (_, plan) in zip(part.pages, part.plans):
-            k = plan[0].size
-            part.bufs.append(
-                [data[s : s + n] for s, n in zip(starts[at : at + k].tolist(), size[at : at + k].tolist())]
-            )
-            at += k

@@ -2,7 +2,8 @@
 deletes; Tessera vs pylance 14 in the same run, local disk.
 
     python tests/bench/bench_growth.py [--rows 500000] [--fragments 100,1000]
-                                       [--versions 100,1000] [--repeat 3] [--only fragments,mutations,versions,process]
+                                       [--versions 100,1000] [--repeat 3]
+                                       [--only fragments,mutations,versions,process,write]
 
 Each line prints medians of ``--repeat`` runs: Tessera's and pylance's wall
 time, their ratio, and the ratio of CPU times (process time, steadier than
@@ -16,6 +17,7 @@ own library (the same rows; ``--fragments`` fragments of equal size), no index.
   versions   versions() of a table of n versions (one-row appends), and open of
              version n/2 + count
   process    a new process: import, open, one filtered count
+  write      a bulk write of --rows rows x 6 columns, and the bytes on disk
 
 Tessera commits with its default durability (it syncs; pylance does not).
 """
@@ -203,13 +205,47 @@ def bench_process(root: str, rows: int, repeat: int) -> None:
     line("new process first filtered count", timed(child(ours_code), repeat), timed(child(theirs_code), repeat))
 
 
+def make_wide(rows: int, seed: int = 5) -> pa.Table:
+    """Six columns: make_data's four, a small integer and a low-cardinality 64-bit one."""
+    rng = np.random.default_rng(seed)
+    data = make_data(rows, seed)
+    data = data.append_column("small", pa.array(rng.integers(0, 100, rows).astype(np.int8)))
+    return data.append_column("code", pa.array(rng.integers(0, 50, rows) * 1_000_003))
+
+
+def disk_bytes(root: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs)
+
+
+def bench_write(root: str, rows: int, repeat: int) -> None:
+    import lance
+
+    from tessera.catalog import Table
+
+    data = make_wide(rows)
+    ours, theirs = os.path.join(root, "w-tessera"), os.path.join(root, "w-pylance")
+
+    def write_ours() -> None:
+        shutil.rmtree(ours, ignore_errors=True)
+        Table.create(ours, data)
+
+    def write_theirs() -> None:
+        shutil.rmtree(theirs, ignore_errors=True)
+        lance.write_dataset(data, theirs)
+
+    print(f"-- bulk write of {rows:,} rows x 6 columns (Tessera syncs its files; pylance does not)")
+    line("bulk write", timed(write_ours, repeat), timed(write_theirs, repeat))
+    a, b = disk_bytes(ours), disk_bytes(theirs)
+    print(f"{'bytes on disk':44s} tessera {a / 1e6:9.1f} MB  pylance {b / 1e6:9.1f} MB  {a / b:5.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=500_000)
     ap.add_argument("--fragments", default="100,1000")
     ap.add_argument("--versions", default="100,1000")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", default="fragments,mutations,versions,process")
+    ap.add_argument("--only", default="fragments,mutations,versions,process,write")
     a = ap.parse_args()
     only = set(a.only.split(","))
     root = tempfile.mkdtemp(prefix="bench-growth-")
@@ -222,6 +258,8 @@ def main() -> None:
             bench_versions(root, [int(x) for x in a.versions.split(",")], a.repeat)
         if "process" in only:
             bench_process(root, a.rows, a.repeat)
+        if "write" in only:
+            bench_write(root, a.rows, a.repeat)
     finally:
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(root + "-c", ignore_errors=True)

@@ -36,9 +36,9 @@ def reads(monkeypatch):
 
     real_whole = whole_reads.read_whole
 
-    def read_whole(readers):  # many small fragments read at once: each counts as a read of it
+    def read_whole(readers, **kw):  # many small fragments read at once: each counts as a read of it
         got.extend((tuple(f.name for f in r.fields), r.physical_rows) for r in readers)
-        return real_whole(readers)
+        return real_whole(readers, **kw)
 
     monkeypatch.setattr(FragmentReader, "read", read)
     monkeypatch.setattr(whole_reads, "read_whole", read_whole)

@@ -13,6 +13,7 @@ from tessera.catalog import Table
 from tessera.format.errors import CorruptFileError
 from tessera.format.file import datafile
 from tessera.format.file import schema as lschema
+from tessera.format.file.container import Footer
 from tessera.format.file.v21.read.miniblock import MiniBlockPage
 from tessera.format.table import whole_reads
 
@@ -65,9 +66,9 @@ def groups(monkeypatch):
     got: list[int] = []
     real_read, real_take = whole_reads.read_whole, whole_reads.take_whole
 
-    def read(readers):
+    def read(readers, **kw):
         got.append(len(readers))
-        return real_read(readers)
+        return real_read(readers, **kw)
 
     def take(readers, rows):
         got.append(len(readers))
@@ -130,16 +131,16 @@ def test_a_limit_reads_one_fragment(small):
 
 def test_each_column_of_a_group_decodes_in_one_run(tmp_path, monkeypatch):
     """200 fragments x 3 columns: a scan decodes each column of each group
-    in one run of chunks (groups of 1, 1, 2, 4, ... fragments: 9 groups),
-    not once per file, and parses each file's tail once (none again)."""
+    in runs of chunks of at most RUN_PAGES pages (groups of 1, 1, 2, 4, ...
+    fragments), not once per file, and parses each file's tail once (none again)."""
     t = Table.create(
         str(tmp_path / "t"),
         pa.table({"a": np.arange(4000), "b": np.arange(4000) * 0.25, "c": pa.array(np.arange(4000).astype(str))}),
         max_rows_per_file=20,
     )
     assert len(t.fragments) == 200
-    decodes, parses = [], []
-    real_decode, real_parse = MiniBlockPage._decode_at, lschema.fields_from_protos
+    decodes, parses, schemas = [], [], []
+    real_decode, real_parse, real_schema = MiniBlockPage._decode_at, Footer.unpack, lschema.fields_from_protos
 
     def decode(self, *a, **kw):
         decodes.append(1)
@@ -149,18 +150,26 @@ def test_each_column_of_a_group_decodes_in_one_run(tmp_path, monkeypatch):
         parses.append(1)
         return real_parse(*a, **kw)
 
+    def schema(*a, **kw):
+        schemas.append(1)
+        return real_schema(*a, **kw)
+
     monkeypatch.setattr(MiniBlockPage, "_decode_at", decode)
-    monkeypatch.setattr(lschema, "fields_from_protos", parse)
+    monkeypatch.setattr(Footer, "unpack", parse)
+    monkeypatch.setattr(lschema, "fields_from_protos", schema)
     datafile._PARSED.clear()
     datafile._PARSED_HELD[0] = 0
+    datafile._SCHEMAS.clear()
     assert t.to_arrow().num_rows == 4000
-    assert len(decodes) == 3 * 9
+    runs = 3 * sum(-(-g // whole_reads.RUN_PAGES) for g in (1, 1, 2, 4, 8, 16, 32, 64, 72))
+    assert len(decodes) == runs
     assert len(parses) == 200  # every file's tail parsed once ...
+    assert len(schemas) == 1  # (files written alike share their parsed schema)
     decodes.clear()
     parses.clear()
     assert t.to_arrow(filter="a % 2 = 0").num_rows == 2000
     assert len(parses) == 0  # ... and not again
-    assert len(decodes) == 3 * 9
+    assert len(decodes) == runs
 
 
 def test_a_damaged_string_in_one_file_of_a_group_names_that_file(tmp_path):

@@ -138,9 +138,19 @@ class FieldDecoder:
         self.reader = reader
         self.version = version
         self.path = getattr(reader, "path", None)
-        self.leaves = [
-            _Leaf(leaf, first_column + i, kinds) for i, (leaf, kinds) in enumerate(_leaves_with_kinds(field, []))
-        ]
+        # the leaves of a file's field are the same for every reader of the file:
+        # kept with its parsed tail (with their pages, loaded on first use)
+        shared = getattr(reader, "parsed", None)
+        key = (first_column, id(field))
+        hit = shared.leaves.get(key) if shared is not None else None
+        if hit is not None and hit[0] is field:
+            self.leaves = hit[1]
+        else:
+            self.leaves = [
+                _Leaf(leaf, first_column + i, kinds) for i, (leaf, kinds) in enumerate(_leaves_with_kinds(field, []))
+            ]
+            if shared is not None:
+                shared.leaves[key] = (field, self.leaves)
         self._types: dict[int, pa.DataType] = {}
         #: opens a blob v2 sidecar file by name (set by the FileReader)
         self.open_sidecar: lblob.SidecarOpener | None = None
@@ -191,10 +201,11 @@ class FieldDecoder:
             )
         lengths = np.asarray(rows, dtype=np.int64)
         leaf.row_starts = row_starts = np.concatenate(([0], np.cumsum(lengths)))
-        leaf.pages = pages
+        kept = tuple(pages)  # cached for the file's life: a tuple is less work for the garbage collector
+        leaf.pages = kept  # type: ignore[assignment]
         if shared is not None:
-            shared.pages[leaf.column] = (pages, row_starts)
-        return pages, row_starts
+            shared.pages[leaf.column] = (kept, row_starts)
+        return kept, row_starts  # type: ignore[return-value]
 
     def _read_leaf(self, leaf: _Leaf, start: int, stop: int) -> tuple[pa.Array, list[LayerOut]]:
         return self._assemble_leaf(leaf, self._read_pieces(leaf, start, stop), stop - start)

@@ -123,6 +123,13 @@ class MiniBlockPage(PageBase):
             return c0, kb
         return c0, kb - 1
 
+    def whole_ranges(self):
+        """``data_ranges(0, num_rows)``, kept (whole pages of many small files are read often)."""
+        got = self.__dict__.get("_whole_ranges")
+        if got is None:
+            got = self._whole_ranges = tuple(self.data_ranges(0, self.num_rows))
+        return got
+
     def data_ranges(self, a: int, b: int):
         c0, c1 = self._chunk_range(a, b)
         off, _ = self.buffers[1]

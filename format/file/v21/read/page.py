@@ -78,13 +78,15 @@ class PageBase:
         #: the dictionary type of a dictionary leaf (its values are of type ``t``)
         self.out = out_type if out_type is not None and pa.types.is_dictionary(out_type) else None
         self.num_rows = int(page.length)
-        self.buffers = list(zip((int(o) for o in page.buffer_offsets), (int(n) for n in page.buffer_sizes)))
+        # a tuple of tuples of numbers: pages stay in the parsed-tail cache, and
+        # these are no work for the garbage collector (lists would be)
+        self.buffers = tuple(zip((int(o) for o in page.buffer_offsets), (int(n) for n in page.buffer_sizes)))
         self.meta_loaded = False
 
     def _init_layers(self, msg) -> None:
         """The page's layout message and its rep/def layers (mini-block and full-zip pages)."""
         self.msg = msg
-        self.layers = check_layers(msg.layers, self.where)
+        self.layers = tuple(check_layers(msg.layers, self.where))
         self.lut = self.st.page_lut(self.layers, self.where)
         self.max_visible = page_max_visible(self.layers)
         self.max_rep = sum(1 for lay in self.layers if lay in LIST_LAYERS)
@@ -106,6 +108,10 @@ class PageBase:
 
     def decode(self, a: int, b: int, bufs) -> Piece:
         raise NotImplementedError  # pragma: no cover - overridden
+
+    def whole_ranges(self):
+        """The byte ranges of every row of the page (``data_ranges(0, num_rows)``)."""
+        return self.data_ranges(0, self.num_rows)
 
     # ``take``: rows given as a sorted array of distinct page-relative rows.
     # By default the span from the first to the last row is decoded and the

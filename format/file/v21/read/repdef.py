@@ -25,6 +25,7 @@ Unravelling peels the layers inner to outer:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,7 +75,7 @@ class Structure:
         # them: after peeling p lists the visible entries have code <= vis_max[p]
         self.vis_max = [int(np.flatnonzero(self.levels_to_rep <= p).max()) for p in range(lists + 1)]
 
-    def page_lut(self, layers: list[int], where: str) -> np.ndarray:
+    def page_lut(self, layers: Sequence[int], where: str) -> np.ndarray:
         """Map a page's definition levels onto canonical codes."""
         if len(layers) != len(self.kinds):
             raise CorruptFileError(
@@ -95,7 +96,7 @@ class Structure:
         return np.asarray(lut, dtype=np.uint16)
 
 
-def page_max_visible(layers: list[int]) -> int:
+def page_max_visible(layers: Sequence[int]) -> int:
     """Largest page definition level of an entry that carries a value (levels of
     the layers below the first list)."""
     total = 0
@@ -106,7 +107,7 @@ def page_max_visible(layers: list[int]) -> int:
     return total
 
 
-def page_max_def(layers: list[int]) -> int:
+def page_max_def(layers: Sequence[int]) -> int:
     return sum(DEF_LEVELS[lay] for lay in layers)
 
 
