@@ -9,6 +9,15 @@ are written under a temporary name, fsynced and renamed into place.  Where hard
 links are unavailable ``put_if_not_exists`` falls back to an exclusive create
 (``O_EXCL``) followed by a write and fsync.  ``put_unsynced`` writes without
 an fsync, for objects a manifest's own bytes can rebuild (transaction files).
+
+Durability.  ``durability="sync"`` (the default) makes every acknowledged
+write survive a power loss, at the price of those fsyncs; ``"none"`` skips
+every fsync, as pylance does: a process that crashes loses nothing (the
+operating system still has the bytes), but after a power loss the latest
+acknowledged commits may be missing and a data file a surviving manifest
+names may be empty or short (reading it is then an error, never wrong rows).
+Set per store (``LocalObjectStore(root, durability=...)``, or the table's
+``durability``) and per call with :func:`durability`.
 """
 
 from __future__ import annotations
@@ -21,11 +30,34 @@ import stat
 import time
 import uuid
 from collections.abc import Iterator
+from contextvars import ContextVar
 
 from tessera.format.file.io import LocalFileReader, RangeReader
 from tessera.format.table.store import OutputStream
 
-from .errors import AlreadyExistsError, InvalidURIError, ObjectNotFoundError
+from .errors import AlreadyExistsError, InvalidStorageOptionError, InvalidURIError, ObjectNotFoundError
+
+#: what a write makes durable before it returns (see the module's docstring)
+DURABILITY_MODES = ("sync", "none")
+_DURABILITY: ContextVar[str | None] = ContextVar("tessera_durability", default=None)
+
+
+def check_durability(mode: object) -> str:
+    """``mode`` if it is a durability mode, else InvalidStorageOptionError."""
+    if mode not in DURABILITY_MODES:
+        raise InvalidStorageOptionError(f"durability must be one of {DURABILITY_MODES}, got {mode!r}")
+    return mode
+
+
+@contextlib.contextmanager
+def durability(mode: str) -> Iterator[None]:
+    """Within the ``with`` block (this thread or task only), local writes use
+    durability ``mode`` whatever their store's own setting."""
+    token = _DURABILITY.set(check_durability(mode))
+    try:
+        yield
+    finally:
+        _DURABILITY.reset(token)
 
 
 def _fsync_dir(path: str) -> None:
@@ -97,8 +129,9 @@ def advisory_lock(path: str, wait: float) -> Iterator[bool]:
 class _AtomicOutput:
     """A file written under a temporary name and renamed into place on close."""
 
-    def __init__(self, final: str) -> None:
+    def __init__(self, final: str, sync: bool = True) -> None:
         os.makedirs(os.path.dirname(final), exist_ok=True)
+        self._sync = sync
         self._final = final
         self._tmp = f"{final}.{uuid.uuid4().hex}.tmp"
         self._f = open(self._tmp, "wb")
@@ -116,7 +149,8 @@ class _AtomicOutput:
         if self._f.closed:
             return
         self._f.flush()
-        os.fsync(self._f.fileno())
+        if self._sync:
+            os.fsync(self._f.fileno())
         self._f.close()
         if self._tmp != self._final:
             os.replace(self._tmp, self._final)
@@ -152,7 +186,8 @@ class _NewFileOutput(_AtomicOutput):
     already exists (never the case for a fresh name) is replaced atomically
     as by :class:`_AtomicOutput`."""
 
-    def __init__(self, final: str) -> None:
+    def __init__(self, final: str, sync: bool = True) -> None:
+        self._sync = sync
         try:
             fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         except FileNotFoundError:
@@ -175,12 +210,19 @@ class LocalObjectStore:
     #: a local conditional put (``link``/``O_EXCL``) needs no probe
     probe_scope: tuple[str, ...] | None = None
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], durability: str = "sync") -> None:
         root = os.fspath(root)
         if "\x00" in root:
             raise InvalidURIError(f"table path {root!r} contains a NUL byte")
         self.root = os.path.abspath(root)
         self.uri = self.root
+        #: "sync" or "none" (see the module's docstring); :func:`durability` overrides it per call
+        self.durability = check_durability(durability)
+
+    @property
+    def syncs(self) -> bool:
+        """Whether writes made now fsync (the store's durability, or the call's)."""
+        return (_DURABILITY.get() or self.durability) == "sync"
 
     def _full(self, path: str) -> str:
         if "\x00" in path:
@@ -285,10 +327,10 @@ class LocalObjectStore:
             full = self._full(path)
             if path.startswith(_UNIQUE_NAME_DIRS) or (path.startswith("_versions/") and ".manifest-" in path):
                 try:
-                    return _NewFileOutput(full)
+                    return _NewFileOutput(full, self.syncs)
                 except FileExistsError:
                     pass  # an existing object is replaced atomically below
-            return _AtomicOutput(full)
+            return _AtomicOutput(full, self.syncs)
         except OSError as exc:
             typed = self._typed(exc, path, writing=True)
             if typed is None:
@@ -385,7 +427,8 @@ class LocalObjectStore:
                 # fsync (the link below still decides; this only saves work)
                 if os.path.lexists(final):
                     raise AlreadyExistsError(f"{self.root}/{path} already exists")
-                os.fsync(f.fileno())
+                if self.syncs:
+                    os.fsync(f.fileno())
         except AlreadyExistsError:
             os.unlink(tmp)
             raise
@@ -396,13 +439,14 @@ class LocalObjectStore:
         except OSError as exc:
             if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
                 raise
-            self._exclusive_create(final, data)
+            self._exclusive_create(final, data, self.syncs)
         finally:
             try:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
-        _fsync_dir(directory)
+        if self.syncs:
+            _fsync_dir(directory)
 
     def link_if_not_exists(self, src: str, dst: str) -> None:
         """Give the (complete, fsynced) object ``src`` the name ``dst`` too, only
@@ -418,10 +462,11 @@ class LocalObjectStore:
             raise AlreadyExistsError(f"{self.root}/{dst} already exists") from exc
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(f"{self.root}/{src} does not exist") from exc
-        _fsync_dir(os.path.dirname(final))
+        if self.syncs:
+            _fsync_dir(os.path.dirname(final))
 
     @staticmethod
-    def _exclusive_create(final: str, data: bytes) -> None:
+    def _exclusive_create(final: str, data: bytes, sync: bool = True) -> None:
         try:
             fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError as exc:
@@ -429,7 +474,8 @@ class LocalObjectStore:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
 
     def open_output(self, path: str) -> OutputStream:
         return self._output(path)

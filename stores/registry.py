@@ -51,17 +51,29 @@ MANIFEST_STORES: dict[str, tuple[str, str]] = {
 SQL_DIALECTS = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 
 
-def open_object_store(uri: Any, storage_options: dict[str, Any] | None = None) -> ObjectStore:
+def open_object_store(
+    uri: Any, storage_options: dict[str, Any] | None = None, durability: str | None = None
+) -> ObjectStore:
     """The object store for a table URI: a local path, ``file://`` or ``s3://`` (``s3a://``).
 
-    ``storage_options`` configure S3 (see :mod:`stores.s3_options`)."""
+    ``storage_options`` configure S3 (see :mod:`stores.s3_options`).
+    ``durability`` (``"sync"``, the default, or ``"none"``) is what a local
+    write makes durable before it returns (see :mod:`stores.local`); an S3
+    write is durable when S3 acknowledges it, whatever the setting."""
+    if durability is not None:
+        from .local import check_durability
+
+        check_durability(durability)
     loc = parse_table_uri(uri)
     opener = OBJECT_STORES.get(loc.scheme)
     if opener is None:
         raise InvalidURIError(
             f"unsupported table URI scheme {loc.scheme!r} in {loc.given!r} (supported: local paths, file://, s3://)"
         )
-    return opener(loc, storage_options)
+    store = opener(loc, storage_options)
+    if durability is not None and hasattr(store, "durability"):
+        store.durability = durability
+    return store
 
 
 def open_manifest_store(url: str, **options: Any) -> ManifestStore:

@@ -41,6 +41,7 @@ from tessera.format.file.container import normalize_version
 from tessera.format.protos import table_pb2
 from tessera.format.table import manifest as mf
 from tessera.format.table.fragments import DEFAULT_MAX_ROWS_PER_FILE, file_reader_cache
+from tessera.stores.local import check_durability
 from tessera.stores.object_store import ObjectStore
 from tessera.stores.registry import open_object_store
 
@@ -114,8 +115,13 @@ class Table:
         commit_store: str | ManifestStore | None = None,
         storage_options: dict[str, str] | None = None,
         retry: RetryPolicy | None = None,
+        durability: str | None = None,
     ) -> Table:
         """Create a table from data (Arrow, pandas, ...) or from a pyarrow schema.
+
+        ``durability`` (local disk): ``"sync"`` (the default) makes every
+        acknowledged write survive a power loss; ``"none"`` skips every
+        fsync, as pylance does (see :attr:`durability`).
 
         ``commit_store`` names an external manifest store (``redis://...``,
         ``dynamodb:///TABLE?...``, a SQLAlchemy URL) that coordinates commits;
@@ -129,7 +135,7 @@ class Table:
         :class:`TableNameError` (see :mod:`tessera.catalog.names`): create
         catalog tables with ``tessera.connect(...).create_table(name, ...)``."""
         check_location(uri, catalog_hint=_CREATE_HINT)
-        store = open_object_store(uri, storage_options)
+        store = open_object_store(uri, storage_options, durability)
         handler = open_handler(uri, commit_store, retry)
         handler.check_store(store)  # refuse an untrustworthy store before writing anything
         version = normalize_version(file_version)
@@ -139,7 +145,9 @@ class Table:
         if list_versions(store)[0] or handler.table_exists(store):
             if mode == "create":
                 raise TableExistsError(f"a table already exists at {store.uri}; open it, or pass mode='overwrite'")
-            table = cls.open(uri, commit_store=commit_store, storage_options=storage_options, retry=retry)
+            table = cls.open(
+                uri, commit_store=commit_store, storage_options=storage_options, retry=retry, durability=durability
+            )
             table.overwrite(data_or_schema)
             return table
         mfile = writes.create(store, handler, data_or_schema, version, scheme, stable_row_ids, max_rows_per_file)
@@ -156,8 +164,12 @@ class Table:
         retry: RetryPolicy | None = None,
         namespace: Any = None,
         namespace_properties: dict[str, str] | None = None,
+        durability: str | None = None,
     ) -> Table:
         """Open the latest version, a version number, or a tag name.
+
+        ``durability``: what this table's writes make durable on local disk
+        (``"sync"``, the default, or ``"none"``; see :attr:`durability`).
 
         ``retry`` bounds the retries and read-backs of this table's commits.
         With ``namespace`` (a Lance Namespace client, or the ``http(s)://``
@@ -176,11 +188,14 @@ class Table:
         if namespace is not None:
             if commit_store is not None:
                 raise InvalidArgumentError("a table opened through a namespace commits through it: no commit_store")
-            return cls._open_in_namespace(namespace, uri, version, storage_options, retry, namespace_properties)
+            table = cls._open_in_namespace(namespace, uri, version, storage_options, retry, namespace_properties)
+            if durability is not None:
+                table.durability = durability
+            return table
         if not isinstance(uri, str):
             raise InvalidArgumentError(f"a table URI is a string (a list is a table id: pass namespace=), got {uri!r}")
         check_location(uri, catalog_hint=_OPEN_HINT)
-        store = open_object_store(uri, storage_options)
+        store = open_object_store(uri, storage_options, durability)
         handler = open_handler(uri, commit_store, retry)
         try:
             mfile = handler.load(store, Tags(store).version_of(version) if version is not None else None)
@@ -252,6 +267,23 @@ class Table:
     @_handler.setter
     def _handler(self, handler: CommitHandler) -> None:
         self._snap = dataclasses.replace(self._snap, handler=handler)
+
+    @property
+    def durability(self) -> str:
+        """What this table's writes make durable before they return, on local
+        disk: ``"sync"`` (the default: data files, the manifest and its name
+        are fsynced, so an acknowledged commit survives a power loss) or
+        ``"none"`` (no fsync, as pylance: a crash of the process loses
+        nothing, a power loss may lose the latest acknowledged commits).
+        ``with tessera.durability("none"):`` sets it for the calls in the
+        block.  S3 writes are durable when acknowledged, whatever the setting."""
+        return getattr(self.store, "durability", "sync")
+
+    @durability.setter
+    def durability(self, mode: str) -> None:
+        check_durability(mode)
+        if hasattr(self.store, "durability"):
+            self.store.durability = mode
 
     @property
     def max_rows_per_file(self) -> int:

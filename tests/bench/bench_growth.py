@@ -19,7 +19,9 @@ own library (the same rows; ``--fragments`` fragments of equal size), no index.
   process    a new process: import, open, one filtered count
   write      a bulk write of --rows rows x 6 columns, and the bytes on disk
 
-Tessera commits with its default durability (it syncs; pylance does not).
+Lines that write (compaction, updates, deletes, bulk write) are timed twice
+for Tessera: with its default durability ("sync": data files and manifests
+fsynced) and with "none", pylance's behaviour (no fsync); pylance once.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
+
+#: Tessera's durability settings timed where a line writes: its default
+#: ("sync": fsyncs) and pylance's behaviour ("none": no fsync)
+DURABILITIES = ("sync", "none")
 
 
 def make_data(rows: int, seed: int = 3) -> pa.Table:
@@ -119,16 +125,21 @@ def bench_fragments(root: str, rows: int, counts: list[int], repeat: int) -> Non
             timed(lambda: lance.dataset(theirs).to_table(), repeat),
         )
 
-        def ours_compact() -> None:
-            o, _ = write_both(root + "-c", data.slice(0, min(rows, 100 * n)), n)
-            Table.open(o).compact()
+        def ours_compact(durability: str) -> Callable[[], None]:
+            def run() -> None:
+                o, _ = write_both(root + "-c", data.slice(0, min(rows, 100 * n)), n)
+                Table.open(o, durability=durability).compact()
+
+            return run
 
         def theirs_compact() -> None:
             _, p = write_both(root + "-c", data.slice(0, min(rows, 100 * n)), n)
             lance.dataset(p).optimize.compact_files()
 
         # compaction of n fragments (100 rows each), the writes of the tables included on both sides
-        line(f"compaction of {n:,} small fragments (+ write)", timed(ours_compact, 1), timed(theirs_compact, 1))
+        theirs = timed(theirs_compact, 1)
+        for d in DURABILITIES:
+            line(f"compaction of {n:,} small fragments (+ write) {d}", timed(ours_compact(d), 1), theirs)
 
 
 def bench_mutations(root: str, rows: int, repeat: int) -> None:
@@ -139,12 +150,12 @@ def bench_mutations(root: str, rows: int, repeat: int) -> None:
     data = make_data(rows)
     print(f"-- {rows:,} rows in 10 fragments: 20 updates / 20 deletes in a row")
 
-    def run(kind: str, who: str) -> tuple[float, float]:
+    def run(kind: str, who: str, durability: str = "sync") -> tuple[float, float]:
         """Median over ``repeat`` fresh tables of the time of 20 mutations in a row."""
         walls, cpus = [], []
         for _ in range(repeat):
             ours, theirs = write_both(root, data, 10)
-            t, ds = Table.open(ours), lance.dataset(theirs)
+            t, ds = Table.open(ours, durability=durability), lance.dataset(theirs)
             w, c = time.perf_counter(), time.process_time()
             for k in range(20):
                 where = f"key = {k * (rows // 20) + 7}"
@@ -158,7 +169,9 @@ def bench_mutations(root: str, rows: int, repeat: int) -> None:
         return statistics.median(walls), statistics.median(cpus)
 
     for kind in ("update", "delete"):
-        line(f"20 x {kind} one row by filter", run(kind, "tessera"), run(kind, "pylance"))
+        theirs = run(kind, "pylance")
+        for d in DURABILITIES:
+            line(f"20 x {kind} one row by filter {d}", run(kind, "tessera", d), theirs)
 
 
 def bench_versions(root: str, counts: list[int], repeat: int) -> None:
@@ -225,16 +238,21 @@ def bench_write(root: str, rows: int, repeat: int) -> None:
     data = make_wide(rows)
     ours, theirs = os.path.join(root, "w-tessera"), os.path.join(root, "w-pylance")
 
-    def write_ours() -> None:
-        shutil.rmtree(ours, ignore_errors=True)
-        Table.create(ours, data)
+    def write_ours(durability: str) -> Callable[[], None]:
+        def run() -> None:
+            shutil.rmtree(ours, ignore_errors=True)
+            Table.create(ours, data, durability=durability)
+
+        return run
 
     def write_theirs() -> None:
         shutil.rmtree(theirs, ignore_errors=True)
         lance.write_dataset(data, theirs)
 
-    print(f"-- bulk write of {rows:,} rows x 6 columns (Tessera syncs its files; pylance does not)")
-    line("bulk write", timed(write_ours, repeat), timed(write_theirs, repeat))
+    print(f"-- bulk write of {rows:,} rows x 6 columns")
+    theirs_time = timed(write_theirs, repeat)
+    for d in DURABILITIES:
+        line(f"bulk write {d}", timed(write_ours(d), repeat), theirs_time)
     a, b = disk_bytes(ours), disk_bytes(theirs)
     print(f"{'bytes on disk':44s} tessera {a / 1e6:9.1f} MB  pylance {b / 1e6:9.1f} MB  {a / b:5.2f}x")
 

@@ -53,3 +53,22 @@ def test_the_catalog_and_filters_import_on_first_use(tmp_path):
         """
     )
     assert {"sqlalchemy", "pyarrow.dataset", "sqlglot"} <= set(used)
+
+
+def test_a_first_filtered_count_imports_only_what_filters_need(tmp_path):
+    """Pinned: a new process's open + filtered count imports sqlglot (the SQL
+    text) and Arrow's expression engine (``pyarrow.dataset``, through Acero),
+    and none of the other heavy clients."""
+    uri = str(tmp_path / "t")
+    import pyarrow as pa
+
+    from tessera.catalog import Table
+
+    Table.create(uri, pa.table({"a": pa.array([1, 2, 3], pa.int64())}))
+    used = _modules_after(
+        f"""
+        from tessera.catalog import Table
+        assert Table.open({uri!r}).count_rows("a >= 2") == 2
+        """
+    )
+    assert used == ["pyarrow.dataset", "sqlglot"]

@@ -213,3 +213,39 @@ def test_a_lost_create_reads_the_winners_manifest_once(tmp_path, counted, monkey
     assert [c for c in calls if c[0] in ("list", "read")] == [("read", "manifest"), ("list", "_versions")]
     assert [c[0] for c in calls].count("put_if_not_exists") == 2  # lost, then won
     assert Table.open(uri).count_rows() == 3 * ROWS.num_rows
+
+
+def test_durability_none_makes_no_fsync_and_the_same_store_calls(tmp_path, counted):
+    """``durability="none"`` (pylance's behaviour): the same commit, no fsync;
+    per table, per block of calls, and back to three when set to "sync"."""
+    import tessera
+
+    calls, fsyncs = counted
+    uri = str(tmp_path / "t")
+    Table.create(uri, ROWS, durability="none")
+    Table.open(uri).append(ROWS)
+    held = Table.open(uri, durability="none")
+    assert held.durability == "none"
+    calls.clear(), fsyncs.clear()
+    held.append(ROWS)
+    assert calls == NATIVE_COMMIT and fsyncs == []
+    held.durability = "sync"
+    with tessera.durability("none"):
+        held.append(ROWS)
+    assert fsyncs == []
+    held.append(ROWS)
+    assert len(fsyncs) == 3
+    with pytest.raises(tessera.errors.TesseraError, match="durability must be one of"):
+        held.durability = "fast"
+    assert Table.open(uri).count_rows() == 5 * ROWS.num_rows
+
+
+def test_durability_none_on_an_external_store(tmp_path, counted):
+    calls, fsyncs = counted
+    uri, store = str(tmp_path / "t"), f"sqlite:///{tmp_path}/commits.db"
+    Table.create(uri, ROWS, commit_store=store)
+    held = Table.open(uri, commit_store=store, durability="none")
+    calls.clear(), fsyncs.clear()
+    held.append(ROWS)
+    assert calls == EXTERNAL_COMMIT
+    assert fsyncs == []  # (SQLite's own syncs are its business: it runs in-process, os.fsync is not used)
