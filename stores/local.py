@@ -18,6 +18,16 @@ acknowledged commits may be missing and a data file a surviving manifest
 names may be empty or short (reading it is then an error, never wrong rows).
 Set per store (``LocalObjectStore(root, durability=...)``, or the table's
 ``durability``) and per call with :func:`durability`.
+
+One sync round.  Inside :func:`sync_round` (a table's write runs in one), the
+fsyncs of new uniquely named files (data, deletion, index files) are not made
+one by one as each is closed: they are made together, in parallel, with the
+fsync of the first manifest written (a staged manifest, or the put-if-not-
+exists of a final one) before that manifest can be seen, or at the end of the
+round when it commits nothing (a staged multi-table write).  A commit then
+waits for two rounds of syncs (every file and the manifest at once, then the
+``_versions/`` directory) however many files it wrote, and every file is
+durable before the manifest naming it is.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import stat
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 
 from tessera.format.file.io import LocalFileReader, RangeReader
@@ -58,6 +69,82 @@ def durability(mode: str) -> Iterator[None]:
         yield
     finally:
         _DURABILITY.reset(token)
+
+
+#: the files whose fsync waits for the round's manifest (None: not in a round)
+_PENDING: ContextVar[list[str] | None] = ContextVar("tessera_pending_syncs", default=None)
+#: threads that run a round's fsyncs together (each releases the GIL while the disk works)
+SYNC_THREADS = 16
+_sync_pool: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _sync_pool
+    if _sync_pool is None:
+        _sync_pool = ThreadPoolExecutor(max_workers=SYNC_THREADS, thread_name_prefix="tessera-fsync")
+    return _sync_pool
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of its parent's threads: it starts a pool of its own."""
+    global _sync_pool
+    _sync_pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+def _fsync_path(path: str) -> None:
+    """fsync the file ``path`` (through a descriptor of its own: fsync makes
+    the file's data durable whoever wrote it)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_together(own_fd: int | None) -> None:
+    """fsync the round's pending files and ``own_fd`` (a manifest about to be
+    named) at once; returns when all are durable."""
+    pending = _PENDING.get()
+    paths = list(pending) if pending else []
+    if pending:
+        pending.clear()
+    if not paths:
+        if own_fd is not None:
+            os.fsync(own_fd)
+        return
+    futures = [_pool().submit(_fsync_path, p) for p in paths]
+    try:
+        if own_fd is not None:
+            os.fsync(own_fd)
+    finally:
+        for f in futures:
+            f.result()  # every error raised; a failed fsync fails the write before anything names the file
+
+
+@contextlib.contextmanager
+def sync_round() -> Iterator[None]:
+    """Defer the fsyncs of new uniquely named files written in the block to
+    the first manifest written (synced with it, in parallel) or to the end of
+    the block, whichever comes first (see the module's docstring)."""
+    if _PENDING.get() is not None:  # already in a round: the outer one decides
+        yield
+        return
+    pending: list[str] = []
+    token = _PENDING.set(pending)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        try:
+            if ok and pending:
+                _sync_together(None)  # nothing named them yet: durable before the call returns
+        finally:
+            _PENDING.reset(token)
 
 
 def _fsync_dir(path: str) -> None:
@@ -132,6 +219,9 @@ class _AtomicOutput:
     def __init__(self, final: str, sync: bool = True) -> None:
         os.makedirs(os.path.dirname(final), exist_ok=True)
         self._sync = sync
+        #: "defer": the fsync waits for the round's manifest; "together": this
+        #: file is a manifest and syncs with the round's pending files
+        self.round: str | None = None
         self._final = final
         self._tmp = f"{final}.{uuid.uuid4().hex}.tmp"
         self._f = open(self._tmp, "wb")
@@ -149,7 +239,14 @@ class _AtomicOutput:
         if self._f.closed:
             return
         self._f.flush()
-        if self._sync:
+        pending = _PENDING.get() if self.round is not None else None
+        if not self._sync:
+            pass
+        elif pending is not None and self.round == "defer":
+            pending.append(self._final)  # synced with the manifest that will name it
+        elif pending is not None and self.round == "together":
+            _sync_together(self._f.fileno())
+        else:
             os.fsync(self._f.fileno())
         self._f.close()
         if self._tmp != self._final:
@@ -188,6 +285,7 @@ class _NewFileOutput(_AtomicOutput):
 
     def __init__(self, final: str, sync: bool = True) -> None:
         self._sync = sync
+        self.round = None
         try:
             fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         except FileNotFoundError:
@@ -325,12 +423,19 @@ class LocalObjectStore:
     def _output(self, path: str) -> _AtomicOutput:
         try:
             full = self._full(path)
+            out: _AtomicOutput | None = None
             if path.startswith(_UNIQUE_NAME_DIRS) or (path.startswith("_versions/") and ".manifest-" in path):
                 try:
-                    return _NewFileOutput(full, self.syncs)
+                    out = _NewFileOutput(full, self.syncs)
                 except FileExistsError:
                     pass  # an existing object is replaced atomically below
-            return _AtomicOutput(full, self.syncs)
+            if out is None:
+                out = _AtomicOutput(full, self.syncs)
+            if path.startswith("_versions/"):
+                out.round = "together"  # a manifest: the round's files are durable before it is
+            elif path.startswith(_UNIQUE_NAME_DIRS) and isinstance(out, _NewFileOutput):
+                out.round = "defer"  # a new name nothing refers to yet
+            return out
         except OSError as exc:
             typed = self._typed(exc, path, writing=True)
             if typed is None:
@@ -428,7 +533,7 @@ class LocalObjectStore:
                 if os.path.lexists(final):
                     raise AlreadyExistsError(f"{self.root}/{path} already exists")
                 if self.syncs:
-                    os.fsync(f.fileno())
+                    _sync_together(f.fileno())  # with the round's files: durable before the link names them
         except AlreadyExistsError:
             os.unlink(tmp)
             raise
@@ -456,6 +561,8 @@ class LocalObjectStore:
         again.  ObjectNotFoundError when ``src`` is gone; a file system without
         hard links raises OSError(ENOTSUP/EPERM/EXDEV): copy instead."""
         final = self._full(dst)
+        if self.syncs:
+            _sync_together(None)  # (the staged manifest's put synced the round's files already)
         try:
             os.link(self._full(src), final)
         except FileExistsError as exc:

@@ -7,8 +7,8 @@ Writers on one machine take an advisory lock (``flock``, no fsync) around the
 commit and check whether the next version was taken while they waited.
 
 What one append must make durable before it is acknowledged, and nothing more:
-  data file         created in place under its unique name, fsynced   (1)
-  manifest          staged and fsynced, hard-linked to its final name (1)
+  data file         created in place under its unique name, fsynced   (1)  } one round,
+  manifest          staged and fsynced, hard-linked to its final name (1)  } in parallel
                     (it carries the transaction inline: the authoritative copy)
   _versions/        fsynced after the link (the name is durable)      (1)
 The transaction file (``_transactions/``, for Lance 13 cores; pylance 14 writes
