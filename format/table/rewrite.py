@@ -21,11 +21,14 @@ from ..errors import RewriteError
 from ..file import schema as lschema
 from ..protos import table_pb2
 from . import rowids as lrowids
+from . import whole_reads
 from .fragments import FragmentReader, write_fragments
 from .store import TableStore
 
 #: rows read from a fragment at a time
 READ_BATCH = 64 * 1024
+#: fragments of at most this many rows are read many at once (as a scan reads them)
+SMALL_FRAGMENT_ROWS = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -56,41 +59,96 @@ class LiveRows:
 
     def batches(self) -> Iterator[Columns]:
         """Yields ``(record_batch, row_ids, created_at, last_updated_at,
-        row_addresses)`` per read batch (None for what the table lacks or was not asked)."""
-        t = self.layout
+        row_addresses)`` per read batch (None for what the table lacks or was
+        not asked).  Small fragments are read many at once (their columns
+        decoded together: :mod:`.whole_reads`), one batch per group."""
+        group: list[table_pb2.DataFragment] = []
+        rows = 0
         for frag in self.frags:
-            reader = FragmentReader(t.store, frag, t.fields)
-            try:
-                ids = lrowids.decode_row_ids(t.store, frag) if self.stable else None
-                if self.stable and ids is None:
-                    raise RewriteError(f"fragment {frag.id} of a stable-row-id table has no row id sequence")
-                created = updated = None
-                if self.versions:
-                    ones = np.ones(frag.physical_rows, np.uint64)  # what pylance reads when a sequence is missing
-                    created = lrowids.read_versions(t.store, frag, lrowids.CREATED_AT_FIELDS)
-                    updated = lrowids.read_versions(t.store, frag, lrowids.LAST_UPDATED_AT_FIELDS)
-                    created = ones if created is None else created
-                    updated = ones if updated is None else updated
-                addrs = (
-                    (np.uint64(frag.id) << np.uint64(32)) + np.arange(frag.physical_rows, dtype=np.uint64)
-                    if self.addresses
-                    else None
+            n = frag.physical_rows
+            if 0 < n <= SMALL_FRAGMENT_ROWS and self.layout.fields:
+                if rows + n > READ_BATCH and group:
+                    yield from self._group(group)
+                    group, rows = [], 0
+                group.append(frag)
+                rows += n
+                continue
+            if group:
+                yield from self._group(group)
+                group, rows = [], 0
+            yield from self._fragment(frag)
+        if group:
+            yield from self._group(group)
+
+    def _extras(self, frag: table_pb2.DataFragment) -> tuple[np.ndarray | None, ...]:
+        """Every row's id, versions and address in ``frag`` (None: not kept or not asked)."""
+        t = self.layout
+        ids = lrowids.decode_row_ids(t.store, frag) if self.stable else None
+        if self.stable and ids is None:
+            raise RewriteError(f"fragment {frag.id} of a stable-row-id table has no row id sequence")
+        created = updated = None
+        if self.versions:
+            ones = np.ones(frag.physical_rows, np.uint64)  # what pylance reads when a sequence is missing
+            created = lrowids.read_versions(t.store, frag, lrowids.CREATED_AT_FIELDS)
+            updated = lrowids.read_versions(t.store, frag, lrowids.LAST_UPDATED_AT_FIELDS)
+            created = ones if created is None else created
+            updated = ones if updated is None else updated
+        addrs = (
+            (np.uint64(frag.id) << np.uint64(32)) + np.arange(frag.physical_rows, dtype=np.uint64)
+            if self.addresses
+            else None
+        )
+        return ids, created, updated, addrs
+
+    def _fragment(self, frag: table_pb2.DataFragment) -> Iterator[Columns]:
+        t = self.layout
+        reader = FragmentReader(t.store, frag, t.fields)
+        try:
+            extras = self._extras(frag)
+            for start in range(0, frag.physical_rows, READ_BATCH):
+                stop = min(start + READ_BATCH, frag.physical_rows)
+                batch = pa.RecordBatch.from_arrays(reader.read(start, stop), schema=t.schema)
+                got = _live(
+                    batch, reader.live_mask(start, stop), [None if a is None else a[start:stop] for a in extras]
                 )
-                for start in range(0, frag.physical_rows, READ_BATCH):
-                    stop = min(start + READ_BATCH, frag.physical_rows)
-                    batch = pa.RecordBatch.from_arrays(reader.read(start, stop), schema=t.schema)
-                    live = reader.live_mask(start, stop)
-                    keep = slice(None) if live is None else live
-                    if live is not None:
-                        if not live.any():
-                            continue
-                        batch = batch.filter(pa.array(live))
-                    ids_, created_, updated_, addrs_ = (
-                        None if a is None else a[start:stop][keep] for a in (ids, created, updated, addrs)
-                    )
-                    yield batch, ids_, created_, updated_, addrs_
-            finally:
-                reader.close()
+                if got is not None:
+                    yield got
+        finally:
+            reader.close()
+
+    def _group(self, frags: list[table_pb2.DataFragment]) -> Iterator[Columns]:
+        if len(frags) == 1:
+            yield from self._fragment(frags[0])
+            return
+        t = self.layout
+        readers = [FragmentReader(t.store, f, t.fields) for f in frags]
+        try:
+            masks = [r.live_mask(0, r.physical_rows) for r in readers]
+            extras = [self._extras(f) for f in frags]
+            batch = pa.RecordBatch.from_arrays(whole_reads.read_whole(readers, release=True), schema=t.schema)
+        finally:
+            for r in readers:
+                r.close()
+        live = (
+            None
+            if all(m is None for m in masks)
+            else np.concatenate([np.ones(f.physical_rows, bool) if m is None else m for f, m in zip(frags, masks)])
+        )
+        joined = [None if e[0] is None else np.concatenate(e) for e in zip(*extras)]
+        got = _live(batch, live, joined)
+        if got is not None:
+            yield got
+
+
+def _live(batch: pa.RecordBatch, live: np.ndarray | None, extras: list) -> Columns | None:
+    """The live rows of ``batch`` and of its rows' ``extras`` (None: none is live)."""
+    if live is not None:
+        if not live.any():
+            return None
+        batch = batch.filter(pa.array(live))
+        extras = [None if a is None else a[live] for a in extras]
+    ids, created, updated, addrs = extras
+    return batch, ids, created, updated, addrs
 
 
 def write_fragment(

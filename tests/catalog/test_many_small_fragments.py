@@ -185,3 +185,26 @@ def test_a_damaged_string_in_one_file_of_a_group_names_that_file(tmp_path):
             read()
         assert victim in str(info.value) and "UTF-8" in str(info.value) and "'s'" in str(info.value)
     assert t.to_arrow(columns=["k"]).num_rows == 400
+
+
+def test_compaction_reads_small_fragments_together_and_keeps_every_row(small, groups, lance):
+    before = small.to_arrow()
+    small.compact()
+    assert max(groups) > 1  # its read gathered fragments
+    assert len(small.fragments) == 1
+    assert same(small.to_arrow(), before)
+    assert same(lance.dataset(small.uri).to_table(), before)
+
+
+def test_compaction_of_small_fragments_keeps_stable_row_ids(tmp_path, groups):
+    t = Table.create(str(tmp_path / "t"), _data(0, 400).select(["k", "s"]), max_rows_per_file=PER_FILE,
+                     stable_row_ids=True)  # fmt: skip
+    t.delete("k % 9 = 4")
+    t.update({"s": "'changed'"}, where="k >= 100 AND k < 110")
+    before = t.to_arrow(with_row_id=True)
+    t.compact()
+    assert max(groups) > 1
+    after = t.to_arrow(with_row_id=True)
+    assert sorted(after.to_pylist(), key=lambda r: r["_rowid"]) == sorted(before.to_pylist(), key=lambda r: r["_rowid"])
+    ids = before.column("_rowid").to_pylist()[:5]
+    assert t.take_rows(ids).column("k").to_pylist() == before.column("k").to_pylist()[:5]
