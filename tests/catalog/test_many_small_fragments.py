@@ -208,3 +208,25 @@ def test_compaction_of_small_fragments_keeps_stable_row_ids(tmp_path, groups):
     assert sorted(after.to_pylist(), key=lambda r: r["_rowid"]) == sorted(before.to_pylist(), key=lambda r: r["_rowid"])
     ids = before.column("_rowid").to_pylist()[:5]
     assert t.take_rows(ids).column("k").to_pylist() == before.column("k").to_pylist()[:5]
+
+
+def test_fragments_of_different_sizes_decode_together(tmp_path, monkeypatch, lance):
+    """Streaming appends leave fragments of every size: pages whose layouts
+    differ only in their item counts still decode in one run."""
+    t = Table.create(str(tmp_path / "t"), _data(0, 10).select(["k", "f", "maybe"]))
+    at = 10
+    for n in range(11, 41):
+        t.append(_data(at, n).select(["k", "f", "maybe"]))
+        at += n
+    decodes = []
+    real = MiniBlockPage._decode_at
+
+    def decode(self, *a, **kw):
+        decodes.append(1)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(MiniBlockPage, "_decode_at", decode)
+    got = t.to_arrow()
+    assert len(t.fragments) == 31
+    assert len(decodes) <= 3 * 6  # groups of 1, 1, 2, 4, 8, 15 fragments: a run per column per group
+    assert same(got, lance.dataset(t.uri).to_table())

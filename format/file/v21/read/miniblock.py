@@ -18,6 +18,30 @@ def _ceil8(x):
     return (x + 7) // 8 * 8
 
 
+#: a layout's join key by the layout message's id (the message kept beside
+#: it: an id is only trusted while its message lives)
+_JOIN_KEYS: dict[int, tuple[object, bytes]] = {}
+_JOIN_KEYS_MAX = 4096
+
+
+def _join_key(msg) -> bytes:
+    """The layout without its item counts: pages whose keys are equal decode
+    their chunks in one run whatever their sizes (every encoding parameter,
+    an FSST symbol table or a bit width, stays in the key)."""
+    hit = _JOIN_KEYS.get(id(msg))
+    if hit is not None and hit[0] is msg:
+        return hit[1]
+    bare = type(msg)()
+    bare.CopyFrom(msg)
+    bare.num_items = 0
+    bare.num_dictionary_items = 0
+    key = bare.SerializeToString(deterministic=True)
+    if len(_JOIN_KEYS) >= _JOIN_KEYS_MAX:
+        _JOIN_KEYS.clear()
+    _JOIN_KEYS[id(msg)] = (msg, key)
+    return key
+
+
 class MiniBlockPage(PageBase):
     def __init__(
         self, page, msg, st: Structure, t: pa.DataType, where: str, out_type: pa.DataType | None = None
@@ -35,6 +59,8 @@ class MiniBlockPage(PageBase):
         self.num_items = int(msg.num_items)
         self.depth = int(msg.repetition_index_depth)
         self.has_dict = msg.HasField("dictionary")
+        #: pages with equal keys decode together (:func:`joinable`)
+        self.join_key = _join_key(msg)
         want = 2 + int(self.has_dict) + int(self.depth > 0)
         if len(self.buffers) != want:
             raise CorruptFileError(None, f"{where}: mini-block page has {len(self.buffers)} buffers, expected {want}")
@@ -389,7 +415,7 @@ def joinable(page: object, first: MiniBlockPage) -> bool:
     """Whether ``page`` decodes in one run with ``first`` (:func:`decode_whole_pages`)."""
     return (
         isinstance(page, MiniBlockPage)
-        and page.msg is first.msg  # layouts are parsed once per distinct bytes (decoder._page_layout)
+        and (page.msg is first.msg or page.join_key == first.join_key)  # the same encodings, any item counts
         and page.st.kinds == first.st.kinds  # with the layers: the same canonical levels
         and (page.t is first.t or page.t.equals(first.t))
         and page.num_rows > 0
