@@ -384,7 +384,49 @@ def decode_whole_pages(pages: list[MiniBlockPage], bufs) -> Piece:
     rows = sum(p.num_rows for p in pages)
     if total != rows:
         raise CorruptFileError(None, f"{p0.where}: chunks of {len(pages)} pages hold {total} values, {rows} rows")
-    return p0._finish(None, defs, p0._values_array(vals, defs), rows, rows)
+    if p0.has_dict:
+        page_of = np.repeat(np.arange(len(pages)), [p.num_rows for p in pages])
+        arr = _dictionary_values(pages, vals, defs, None, page_of)
+        if arr is None:  # an index past its page's dictionary: each page says whether it may be
+            return _one_by_one(pages, bufs)
+    else:
+        arr = p0._values_array(vals, defs)
+    return p0._finish(None, defs, arr, rows, rows)
+
+
+def _one_by_one(pages: list[MiniBlockPage], bufs) -> Piece:
+    return _joined_pieces([p.decode(0, p.num_rows, [b]) for p, b in zip(pages, bufs)])
+
+
+def _joined_pieces(pieces: list[Piece]) -> Piece:
+    """Pieces of pages without lists, one after another, as one."""
+    defs = None
+    if any(x.defs is not None for x in pieces):
+        defs = np.concatenate(
+            [x.defs if x.defs is not None else np.zeros(x.num_levels, dtype=np.uint16) for x in pieces]
+        )
+    rows = sum(x.num_rows for x in pieces)
+    return Piece(None, defs, pa.concat_arrays([x.values for x in pieces]), rows, rows)
+
+
+def _dictionary_values(pages: list[MiniBlockPage], vals, defs, sel, page_of: np.ndarray) -> pa.Array | None:
+    """The values of dictionary indices ``vals`` (``sel``: the positions kept)
+    decoded from chunks of several pages, each index looked up in its own
+    page's dictionary (``page_of``: the page of each kept value); None when an
+    index lies past its page's dictionary (only a null may do that: the caller
+    decodes page by page, which checks it)."""
+    idx = vals.typed() if isinstance(vals, Fixed) else None
+    if idx is None:
+        raise CorruptFileError(None, f"{pages[0].where}: dictionary indices are not fixed-width integers")
+    if sel is not None:
+        idx = idx[sel]
+    items = [p.dict_items for p in pages]
+    sizes = np.fromiter((len(x) for x in items), dtype=np.int64, count=len(items))  # type: ignore[arg-type]
+    idx = idx.astype(np.int64, copy=False)
+    if idx.size and bool(np.any(idx >= sizes[page_of])):
+        return None
+    offsets = np.cumsum(sizes) - sizes
+    return pa.concat_arrays(items).take(pa.array(idx + offsets[page_of]))
 
 
 def take_from_pages(items: list) -> Piece:
@@ -392,6 +434,14 @@ def take_from_pages(items: list) -> Piece:
     planned chunks' bytes)`` of mini-block pages that decode in one run
     (:func:`joinable`) - as one piece: every chunk decoded together, values
     picked before expanding where the encoding allows."""
+    try:
+        return _take_joined(items)
+    except _PageByPage:
+        pieces = [p.take_planned(rows, plan, *joined_buffers(chunks)) for p, rows, plan, chunks in items]
+        return _joined_pieces(pieces)
+
+
+def _take_joined(items: list) -> Piece:
     p0 = items[0][0]
     datas = [c for _, _, _, chunks in items for c in chunks]
     sizes = np.fromiter((d.size for d in datas), dtype=np.int64, count=len(datas))
@@ -407,8 +457,18 @@ def take_from_pages(items: list) -> Piece:
     _, defs, vals, _, picked = p0._decode_at(data, base, cbytes, counts, pick=pos, at=(slot, within))
     if defs is not None:
         defs = defs[pos]
-    arr = p0._values_array(vals, defs, None if picked else pos)
+    if p0.has_dict:  # (indices are decoded whole: nothing picked)
+        chunk_page = np.repeat(np.arange(len(items)), [plan[0].size for _, _, plan, _ in items])
+        arr = _dictionary_values([p for p, _, _, _ in items], vals, defs, pos, chunk_page[slot])
+        if arr is None:
+            raise _PageByPage()
+    else:
+        arr = p0._values_array(vals, defs, None if picked else pos)
     return p0._finish(None, defs, arr, int(pos.size), int(pos.size))
+
+
+class _PageByPage(Exception):
+    """A joined take met an index past its page's dictionary: take page by page."""
 
 
 def joinable(page: object, first: MiniBlockPage) -> bool:
@@ -420,6 +480,6 @@ def joinable(page: object, first: MiniBlockPage) -> bool:
         and (page.t is first.t or page.t.equals(first.t))
         and page.num_rows > 0
         and not page.has_rep
-        and not page.has_dict
+        and page.has_dict == first.has_dict  # dictionaries: each index looked up in its own page's
         and page.out is None
     )
