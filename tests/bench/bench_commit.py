@@ -130,13 +130,17 @@ def bench_by_path(work: str, n: int) -> dict[str, list[float]]:
     t_uri, p_uri = os.path.join(work, "bypath-t"), os.path.join(work, "bypath-p")
     Table.create(t_uri, rows)
     lance.write_dataset(rows, p_uri)
-    out: dict[str, list[float]] = {"pylance by path": [], "tessera by path": [], "tessera held": []}
     held = Table.open(t_uri)
+    held_none = Table.open(t_uri, durability="none")
     steps = {
         "pylance by path": lambda: lance.write_dataset(rows, p_uri, mode="append"),
         "tessera by path": lambda: Table.open(t_uri).append(rows),
         "tessera held": lambda: held.append(rows),
+        # durability="none": pylance's behaviour (no fsync)
+        "by path, none": lambda: Table.open(t_uri, durability="none").append(rows),
+        "held, none": lambda: held_none.append(rows),
     }
+    out: dict[str, list[float]] = {name: [] for name in steps}
     # blocks of BLOCK appends per case, in turn: drift over the run reaches every
     # case alike, and pylance's appends do not each follow a Tessera fsync
     # (alternating one by one, pylance's median rises 2-3x on ext4: its
@@ -451,7 +455,7 @@ def local_suite(n: int) -> None:
     try:
         by_path = bench_by_path(work, n)
         base = statistics.median(by_path["pylance by path"])
-        print(f"{n} appends of 100 rows, local disk (Tessera fsyncs each commit; pylance does not)")
+        print(f"{n} appends of 100 rows, local disk (Tessera's default fsyncs each commit; 'none' and pylance do not)")
         print(f"{'case':18} {'median ms':>10} {'p90 ms':>8} {'vs pylance':>10}")
         for name, xs in by_path.items():
             med = statistics.median(xs)
