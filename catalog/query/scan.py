@@ -300,14 +300,7 @@ class Scan:
         ]
         try:
             starts = whole_reads.fragment_offsets(readers)
-            masks = [r.live_mask(0, r.physical_rows) for r in readers]
-            live = (
-                None
-                if all(m is None for m in masks)
-                else np.concatenate(
-                    [np.ones(r.physical_rows, bool) if m is None else m for r, m in zip(readers, masks)]
-                )
-            )
+            live = whole_reads.live_mask(readers)
             if self._late is not None:
                 got = self._group_late(readers, starts, live)
             else:
@@ -323,18 +316,7 @@ class Scan:
     def _group_then_filter(self, readers: list, live: np.ndarray | None):
         """:meth:`_read_then_filter` of a group: ``(batch, kept)`` or None."""
         batch = pa.RecordBatch.from_arrays(whole_reads.read_whole(readers, release=True), names=self.read_names)
-        keep = live
-        if self.expr is not None:
-            m = mask_of(self.expr, batch)
-            keep = m if keep is None else (keep & m)
-        if keep is None:
-            return batch, None
-        kept = _kept(keep)
-        if kept is None:
-            return None
-        if isinstance(kept, slice):
-            return batch.slice(kept.start, kept.stop - kept.start), kept
-        return batch.filter(pa.array(keep)), kept
+        return self._filtered(batch, live, batch.num_rows)
 
     def _group_late(self, readers: list, starts: np.ndarray, live: np.ndarray | None):
         """:meth:`_read_late` of a group: the filter's columns of every
@@ -534,9 +516,15 @@ class Scan:
         when no row is kept."""
         arrays = reader.read(start, stop) if self.read_fields else []
         batch = pa.RecordBatch.from_arrays(arrays, names=self.read_names) if arrays else None
+        return self._filtered(batch, live, stop - start)
+
+    def _filtered(self, batch: pa.RecordBatch | None, live: np.ndarray | None, rows: int):
+        """The filter and the live mask applied to ``batch`` (``rows`` rows;
+        None when no column was read): ``(batch, kept)`` (kept: None for every
+        row, a slice for one run, else a mask), or None when no row is kept."""
         keep = live
         if self.expr is not None:
-            m = mask_of(self.expr, batch if batch is not None else pa.record_batch({"_": pa.nulls(stop - start)}))
+            m = mask_of(self.expr, batch if batch is not None else pa.record_batch({"_": pa.nulls(rows)}))
             keep = m if keep is None else (keep & m)
         if keep is None:
             return batch, None

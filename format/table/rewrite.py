@@ -123,17 +123,12 @@ class LiveRows:
         t = self.layout
         readers = [FragmentReader(t.store, f, t.fields) for f in frags]
         try:
-            masks = [r.live_mask(0, r.physical_rows) for r in readers]
+            live = whole_reads.live_mask(readers)
             extras = [self._extras(f) for f in frags]
             batch = pa.RecordBatch.from_arrays(whole_reads.read_whole(readers, release=True), schema=t.schema)
         finally:
             for r in readers:
                 r.close()
-        live = (
-            None
-            if all(m is None for m in masks)
-            else np.concatenate([np.ones(f.physical_rows, bool) if m is None else m for f, m in zip(frags, masks)])
-        )
         joined = [None if e[0] is None else np.concatenate(e) for e in zip(*extras)]
         got = _live(batch, live, joined)
         if got is not None:

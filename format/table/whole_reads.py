@@ -211,6 +211,14 @@ def read_whole(readers: Sequence[FragmentReader], release: bool = False) -> list
     return [acc.result() for acc in fields]
 
 
+def live_mask(readers: Sequence[FragmentReader]) -> np.ndarray | None:
+    """Which rows of :func:`read_whole`'s arrays are not deleted (None: all are)."""
+    masks = [r.live_mask(0, r.physical_rows) for r in readers]
+    if all(m is None for m in masks):
+        return None
+    return np.concatenate([np.ones(r.physical_rows, bool) if m is None else m for r, m in zip(readers, masks)])
+
+
 def fragment_offsets(readers: Sequence[FragmentReader]) -> np.ndarray:
     """Where each reader's rows start in :func:`read_whole`'s arrays, then the total."""
     rows = np.fromiter((r.physical_rows for r in readers), dtype=np.int64, count=len(readers))
