@@ -7,6 +7,7 @@ file is written after each commit but never trusted.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 from tessera.format.protos import transaction_pb2
 from tessera.format.table import manifest as mf
@@ -16,6 +17,40 @@ from tessera.stores.object_store import ObjectStore
 
 from .errors import TableNotFoundError, VersionNotFoundError
 from .lineage import fingerprint
+
+#: objects a catch-up reads at once from a remote store
+CONCURRENT_READS = 16
+
+
+def read_all(store: ObjectStore, names: list[str]) -> list[bytes]:
+    """The objects at ``names``, in order: read concurrently from a remote
+    store (a writer catching up over N versions waits for about N / 16
+    requests' latency, not N), one after another from local disk.
+
+    Raises:
+        ObjectNotFoundError: one of them does not exist."""
+    if len(names) <= 1 or not getattr(store, "remote", False):
+        return [store.read(n) for n in names]
+    with ThreadPoolExecutor(max_workers=min(CONCURRENT_READS, len(names)), thread_name_prefix="tessera-catch-up") as ex:
+        return list(ex.map(store.read, names))
+
+
+def read_manifests(
+    store: ObjectStore, versions: list[int], naming: mf.NamingScheme, known: dict[str, bytes] | None = None
+) -> list[mf.ManifestFile]:
+    """The manifests of ``versions`` (named in ``naming``), read together
+    (:func:`read_all`) and checked; ``known``: bytes already read, by path.
+
+    Raises:
+        VersionNotFoundError: one of them is gone (cleaned up meanwhile)."""
+    names = [paths.manifest_path(v, naming) for v in versions]
+    known = known or {}
+    try:
+        fetched = iter(read_all(store, [n for n in names if n not in known]))
+        datas = [known[n] if n in known else next(fetched) for n in names]
+    except ObjectNotFoundError as exc:
+        raise VersionNotFoundError(f"{store.uri}: a version after {versions[0] - 1} is gone ({exc})") from exc
+    return [checked_manifest(store, n, d, v) for n, d, v in zip(names, datas, versions, strict=True)]
 
 
 def list_versions(store: ObjectStore) -> tuple[dict[int, str], mf.NamingScheme | None]:

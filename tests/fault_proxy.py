@@ -66,6 +66,10 @@ class FaultProxy:
 
     ``fired`` is set once the armed fault has happened; ``outage_over`` is
     clear while an outage lasts.
+
+    ``delay`` (seconds, default 0) holds back every server reply that long
+    before the client gets it: a store far away (each request-reply round
+    trip costs at least ``delay``).
     """
 
     def __init__(self, host: str, port: int) -> None:
@@ -78,6 +82,7 @@ class FaultProxy:
         self.outage_seconds = 0.5
         self.refuse = True
         self.release_after: float | None = None
+        self.delay = 0.0
         self.fired = threading.Event()
         self.outage_over = threading.Event()
         self.outage_over.set()
@@ -214,6 +219,8 @@ class FaultProxy:
     def _down(self, conn: _Conn) -> None:
         try:
             while data := conn.server.recv(65536):
+                if self.delay > 0:  # replies come one at a time (the client waits for each)
+                    time.sleep(self.delay)
                 if conn.stalled or conn.muted:
                     continue  # swallowed; keep reading so the server is never blocked
                 if conn.hit and self.marker:

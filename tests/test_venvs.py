@@ -94,3 +94,22 @@ def test_the_known_venvs_can_be_built_by_name_without_pytest():
 def test_names_are_checked():
     with pytest.raises(ValueError):
         venvs.venv_dir("../escape")
+
+
+def test_uv_installs_where_it_is_found_and_pip_otherwise(tmp_path, monkeypatch):
+    """README's set-up puts uv in the main venv; a build then takes seconds and
+    passes the machine's pip constraints on (uv reads no pip configuration)."""
+    tool = venvs.uv()
+    assert tool is not None, "README's set-up installs uv into .venv"
+    python = venvs.build_venv("u", ["six"], root=str(tmp_path))
+    probe = "import six, importlib.util as u; print(u.find_spec('pip') is None)"
+    got = venvs.run_python(python, "-c", probe, text=True)
+    assert got.returncode == 0 and got.stdout.strip() == "True", got.stderr
+    cmd = venvs._install_command(str(tmp_path / "x"), ["six"])
+    assert cmd[:3] == [tool, "pip", "install"] and cmd[-1] == "six"
+    for path in venvs.CONSTRAINTS:
+        assert (path in cmd) == os.path.exists(path), (path, cmd)
+    monkeypatch.setattr(venvs, "uv", lambda: None)
+    cmd = venvs._install_command(str(tmp_path / "x"), ["six"])
+    assert cmd[:4] == [os.path.join(str(tmp_path / "x"), "bin", "python"), "-m", "pip", "install"]
+    assert "--constraint" not in cmd  # pip applies its own configuration

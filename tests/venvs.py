@@ -10,8 +10,11 @@ and is reused while its key — a hash of the requirements, this Python's
 version and pip's constraints file — is unchanged; a changed key rebuilds it.
 Building holds a file lock (``.venv-<name>.lock``), so two pytest-xdist
 workers (or two sessions) asking at once build it once.  Packages come from
-the machine's package index as pip is configured (``pip config list``; its
-global constraints, ``/etc/xdg/pip/constraints.txt`` here, apply too).
+the machine's package index, installed by uv where it is found (:func:`uv`:
+``$TESSERA_UV``, the main venv's ``.venv/bin/uv``, or ``uv`` on ``PATH``; a
+build takes seconds) or else by pip as it is configured (``pip config
+list``); the global constraints, ``/etc/xdg/pip/constraints.txt`` here, apply
+either way.
 
 A build that fails fails the calling test with ``CI=true`` and skips it
 elsewhere (:func:`ensure_venv`); :func:`build_venv` raises :class:`VenvError`
@@ -19,8 +22,7 @@ instead, for callers outside a test.
 
 The environments the suite uses are named in :data:`KNOWN` (their
 requirements), so ``python3 tests/venvs.py floor lance13`` builds them ahead
-of the tests: ``.ci/run`` does, on the core that the main install (one pip
-process) leaves idle.  This module imports nothing outside the standard
+of the tests: ``.ci/run`` does, beside the main install.  This module imports nothing outside the standard
 library, so any Python 3.11 runs it; the key is the same as the tests'.
 """
 
@@ -128,6 +130,37 @@ def _python(path: str) -> str:
     return os.path.join(path, "bin", "python")
 
 
+def uv() -> str | None:
+    """The uv executable to install with: ``$TESSERA_UV``, else the main
+    venv's (README's set-up installs it there), else one on ``PATH``; None: pip."""
+    given = os.environ.get("TESSERA_UV")
+    if given:
+        return given
+    local = os.path.join(ROOT, ".venv", "bin", "uv")
+    return local if os.access(local, os.X_OK) else shutil.which("uv")
+
+
+def _install_command(path: str, requirements: Sequence[str]) -> list[str]:
+    """The command that installs ``requirements`` into the venv at ``path``."""
+    tool = uv()
+    if tool is not None:
+        # uv reads no pip configuration: the machine's global constraints are passed on
+        constraints = [a for c in CONSTRAINTS if os.path.exists(c) for a in ("--constraint", c)]
+        return [tool, "pip", "install", "-q", "--python", _python(path), *constraints, *requirements]
+    return [
+        _python(path),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-input",
+        "--disable-pip-version-check",
+        # what the tests import is compiled on first use (a build stays under a minute)
+        "--no-compile",
+        *requirements,
+    ]
+
+
 @contextmanager
 def _locked(path: str, timeout: float) -> Iterator[None]:
     """An exclusive ``flock`` on ``path`` (created if missing), waited for at most ``timeout`` s."""
@@ -180,22 +213,10 @@ def build_venv(
         if _ready(path, key):  # built by whoever held the lock before us
             return _python(path)
         shutil.rmtree(path, ignore_errors=True)
-        steps = [[python or sys.executable, "-m", "venv", path, *([] if requirements else ["--without-pip"])]]
+        bare = not requirements or uv() is not None  # uv installs without the venv's own pip
+        steps = [[python or sys.executable, "-m", "venv", path, *(["--without-pip"] if bare else [])]]
         if requirements:
-            steps.append(
-                [
-                    _python(path),
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    "--no-input",
-                    "--disable-pip-version-check",
-                    # what the tests import is compiled on first use (a build stays under a minute)
-                    "--no-compile",
-                    *requirements,
-                ]
-            )
+            steps.append(_install_command(path, requirements))
         started = time.monotonic()
         for cmd in steps:
             left = timeout - (time.monotonic() - started)

@@ -121,6 +121,15 @@ class CommitHandler(Protocol):
     def versions_after(self, store: ObjectStore, version: int) -> list[int]:
         """Committed versions newer than ``version``, ascending."""
 
+    def load_after(self, store: ObjectStore, version: int) -> list[mf.ManifestFile]:
+        """The manifests of the versions committed after ``version``, ascending,
+        in a constant number of round trips to the coordinator (one listing,
+        or one store query) and their manifests read together: what a writer
+        catching up needs, whatever the number of versions.
+
+        Raises:
+            VersionNotFoundError: one was cleaned up meanwhile."""
+
     def load(self, store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
         """The manifest of ``version`` (default: latest), repaired if needed.
 

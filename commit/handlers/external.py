@@ -44,6 +44,7 @@ from tessera.stores.manifest_store import ManifestStore, VersionRecord
 from tessera.stores.object_store import ObjectStore
 
 from .. import faults
+from .. import store as tstore
 from ..errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
@@ -349,27 +350,29 @@ class ExternalCommitHandler:
             owner = transaction_uuid_of(data) or _foreign_id(data)
             found = VersionRecord(self.table_key, row.version + 1, nxt, len(data), owner, row.incarnation)
             # a Tessera writer reserves its row before it publishes the final
-            # name, so a row there now is no foreign commit: the latest row was
-            # read before that writer's reservation (finished below)
-            got = self.ms.get(self.table_key, found.version)
-            if got is None:
-                try:
-                    if self.ms.reserve(found):  # False: another reader recorded it first (and said so)
-                        log.warning(
-                            "%s: version %d was committed by a writer outside the manifest store (transaction %s); "
-                            "recorded it",
-                            store.uri,
-                            found.version,
-                            owner,
-                        )
-                except VersionExistsError:
-                    pass  # a writer reserved it meanwhile: its row is read below (and finished)
-                except StoreError as exc:
+            # name, so a row there now is no foreign commit: it was reserved
+            # after the latest row was read, which is the answer (the latest
+            # when read; chasing writers that commit faster than this store
+            # answers would never end)
+            if self.ms.get(self.table_key, found.version) is not None:
+                return row
+            try:
+                if self.ms.reserve(found):  # False: another reader recorded it first (and said so)
                     log.warning(
-                        "%s: cannot record version %d committed outside the store (%s)", store.uri, found.version, exc
+                        "%s: version %d was committed by a writer outside the manifest store (transaction %s); "
+                        "recorded it",
+                        store.uri,
+                        found.version,
+                        owner,
                     )
-                    return row
-                got = self.ms.get(self.table_key, found.version)
+            except VersionExistsError:
+                pass  # a writer reserved it meanwhile: its row is read below (and finished)
+            except StoreError as exc:
+                log.warning(
+                    "%s: cannot record version %d committed outside the store (%s)", store.uri, found.version, exc
+                )
+                return row
+            got = self.ms.get(self.table_key, found.version)
             if got is None:
                 return row
             self._final_path(store, got)
@@ -384,6 +387,35 @@ class ExternalCommitHandler:
             self._final_path(store, row)
         return [r.version for r in rows]
 
+    def load_after(self, store: ObjectStore, version: int) -> list[mf.ManifestFile]:
+        """One store query for the rows after ``version``; their manifests read together."""
+        rows = self.ms.versions_after(self.table_key, version)
+        for row in rows:
+            self._check_incarnation(row)
+        finals = [self._final_path(store, row) for row in rows]
+        try:
+            datas = tstore.read_all(store, finals)
+        except ObjectNotFoundError as exc:
+            raise VersionNotFoundError(
+                f"a version of {self.table_key} after {version} is recorded but its manifest is gone "
+                f"(removed by version clean-up): {exc}"
+            ) from exc
+        return [self._parse(store, path, data) for path, data in zip(finals, datas, strict=True)]
+
+    def _check_incarnation(self, row: VersionRecord) -> None:
+        if row.incarnation != self.incarnation and self.bound:
+            raise IncarnationMismatchError(
+                f"{self.table_key} was dropped and recreated (incarnation {row.incarnation}, "
+                f"this handle has {self.incarnation}); reopen the table"
+            )
+
+    @staticmethod
+    def _parse(store: ObjectStore, path: str, data: bytes) -> mf.ManifestFile:
+        mfile = mf.read_manifest(data, f"{store.uri}/{path}")
+        mf.check_flags(mfile.manifest, writing=False)
+        mfile.fingerprint = fingerprint(data)
+        return mfile
+
     def load(self, store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
         if version is None:
             row: VersionRecord | None = self._latest_row(store)
@@ -396,11 +428,7 @@ class ExternalCommitHandler:
                     row = self.ms.get(self.table_key, version)
         if row is None:
             raise VersionNotFoundError(f"version {version} of {self.table_key} does not exist")
-        if row.incarnation != self.incarnation and self.bound:
-            raise IncarnationMismatchError(
-                f"{self.table_key} was dropped and recreated (incarnation {row.incarnation}, "
-                f"this handle has {self.incarnation}); reopen the table"
-            )
+        self._check_incarnation(row)
         path = self._final_path(store, row)
         try:
             data = store.read(path)
@@ -409,10 +437,7 @@ class ExternalCommitHandler:
                 f"version {row.version} of {self.table_key} is recorded but its manifest {path} is gone "
                 "(removed by version clean-up)"
             ) from exc
-        mfile = mf.read_manifest(data, f"{store.uri}/{path}")
-        mf.check_flags(mfile.manifest, writing=False)
-        mfile.fingerprint = fingerprint(data)
-        return mfile
+        return self._parse(store, path, data)
 
     def table_exists(self, store: ObjectStore) -> bool:
         return self.ms.latest(self.table_key) is not None

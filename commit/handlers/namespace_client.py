@@ -28,6 +28,7 @@ from tessera.stores.errors import ObjectNotFoundError, StoreError
 from tessera.stores.object_store import ObjectStore
 from tessera.stores.uri import parse_table_uri
 
+from .. import store as tstore
 from ..errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
@@ -224,7 +225,10 @@ class NamespaceCommitHandler:
             self.ns, "describe_table_version", DescribeTableVersionRequest, id=self.table_id, version=version
         )
         entry = answer.get("version") or {}
-        path = str(entry.get("manifest_path") or "")
+        return self._relative(store, str(entry.get("manifest_path") or ""), version)
+
+    @staticmethod
+    def _relative(store: ObjectStore, path: str, version: int | None) -> str:
         root = root_relative(store)
         prefix = f"{root}/" if root else ""
         clean = path.lstrip("/") if prefix else path
@@ -251,20 +255,36 @@ class NamespaceCommitHandler:
             raise TableNotFoundError(f"table {self.table_key} has no versions in the namespace")
         return int(versions[0]["version"])
 
-    def versions_after(self, store: ObjectStore, version: int) -> list[int]:
+    def _listing(self) -> dict[int, str]:
+        """Every version the namespace lists -> its manifest path as listed ("" when not given)."""
         from lance_namespace import ListTableVersionsRequest
 
-        out: list[int] = []
+        out: dict[int, str] = {}
         token: str | None = None
         while True:
             answer = call_namespace(
                 self.ns, "list_table_versions", ListTableVersionsRequest, id=self.table_id, page_token=token
             )
-            out += [int(v["version"]) for v in answer.get("versions") or []]
+            for v in answer.get("versions") or []:
+                out[int(v["version"])] = str(v.get("manifest_path") or "")
             token = answer.get("page_token")
             if not token:
                 break
-        return sorted(v for v in set(out) if v > version)
+        return out
+
+    def versions_after(self, store: ObjectStore, version: int) -> list[int]:
+        return sorted(v for v in self._listing() if v > version)
+
+    def load_after(self, store: ObjectStore, version: int) -> list[mf.ManifestFile]:
+        """One listing (its pages) names the manifests; they are read together."""
+        listed = self._listing()
+        newer = sorted(v for v in listed if v > version)
+        names = [self._relative(store, listed[v], v) if listed[v] else self._path_of(store, v) for v in newer]
+        try:
+            datas = tstore.read_all(store, names)
+        except ObjectNotFoundError as exc:
+            raise VersionNotFoundError(f"a manifest of {self.table_key} after version {version} is gone") from exc
+        return [self._parse(store, n, d) for n, d in zip(names, datas, strict=True)]
 
     def load(self, store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
         path = self._path_of(store, version)
@@ -272,6 +292,10 @@ class NamespaceCommitHandler:
             data = store.read(path)
         except ObjectNotFoundError as exc:
             raise VersionNotFoundError(f"the manifest {path} of {self.table_key} is gone") from exc
+        return self._parse(store, path, data)
+
+    @staticmethod
+    def _parse(store: ObjectStore, path: str, data: bytes) -> mf.ManifestFile:
         mfile = mf.read_manifest(data, f"{store.uri}/{path}")
         mf.check_flags(mfile.manifest, writing=False)
         parsed = mf.parse_manifest_name(path.rsplit("/", 1)[-1])

@@ -196,6 +196,18 @@ class NativeCommitHandler:
     def versions_after(self, store: ObjectStore, version: int) -> list[int]:
         return mf.versions_newer(store.list(paths.VERSIONS_DIR), version)
 
+    def load_after(self, store: ObjectStore, version: int) -> list[mf.ManifestFile]:
+        names = store.list(paths.VERSIONS_DIR)
+        newer = mf.versions_newer(names, version)
+        naming = self._naming.get(store.uri)
+        if not newer or naming is None:  # the scheme unknown yet: each read finds it
+            return [self.load(store, v) for v in newer]
+        seen, self._read_back = self._read_back, None
+        known: dict[str, bytes] = {}
+        if seen is not None and seen[0] == store.uri:
+            known[seen[1]] = seen[2]  # the winner's manifest, read back after a lost create
+        return tstore.read_manifests(store, newer, naming, known)
+
     def load(self, store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
         # a given version is read by name in the scheme last seen for this
         # table (a rebase reads each version after its base: no listing each)
