@@ -14,10 +14,11 @@ shared wall-clock deadline, jittered backoff).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from tenacity import RetryError
@@ -40,6 +41,7 @@ from .errors import (
 )
 from .handlers.base import CommitHandler
 from .handlers.native import NativeCommitHandler
+from .intent import Turn
 from .lineage import fingerprint
 from .retry import DEFAULT_POLICY, RetryPolicy
 from .txn_files import inline_transaction_bytes, write_transaction_file
@@ -92,8 +94,11 @@ def commit_transaction(
         scheme = naming or mf.NamingScheme.V2
     state = {"base": base}
     result: list[mf.ManifestFile] = []
+    turn = Turn(store)
+    held = [False]  # whether this machine's commit lock is held (then it orders the writers, not intents)
 
     def attempt() -> None:
+        turn.wait(deadline, held[0])
         cur = state["base"]
         target = (cur.version if cur else 0) + 1
         built, data = build_version(
@@ -117,6 +122,7 @@ def commit_transaction(
             if cur is None:
                 raise
             state["base"] = _rebase(store, handler, txn, cur, affected_rows)
+            turn.lost(held[0])
             raise _VersionTaken() from None
         try:
             tstore.write_hint(store, target)
@@ -125,7 +131,8 @@ def commit_transaction(
         built.naming, built.fingerprint = scheme, fingerprint(data)
         result.append(built)
 
-    with handler.commit_lock(store, deadline) as ordered:
+    with handler.commit_lock(store, deadline) as ordered, _released(turn):
+        held[0] = ordered
         cur = state["base"]
         if ordered and cur is not None and store.exists(paths.manifest_path(cur.version + 1, scheme)):
             # the writer that held the lock before us took our version: rebase
@@ -184,6 +191,15 @@ def commit_operation(
 
     _retry(policy, CommitConflictError, deadline, attempt, f"re-running an operation on {store.uri}")
     return out[0]
+
+
+@contextlib.contextmanager
+def _released(turn: Turn) -> Iterator[None]:
+    """Remove the writer's commit intent however its commit ends."""
+    try:
+        yield
+    finally:
+        turn.release()
 
 
 def _retry(

@@ -218,9 +218,10 @@ class FaultProxy:
 
     def _down(self, conn: _Conn) -> None:
         try:
+            if self.delay > 0:
+                self._delayed(conn)
+                return
             while data := conn.server.recv(65536):
-                if self.delay > 0:  # replies come one at a time (the client waits for each)
-                    time.sleep(self.delay)
                 if conn.stalled or conn.muted:
                     continue  # swallowed; keep reading so the server is never blocked
                 if conn.hit and self.marker:
@@ -245,6 +246,34 @@ class FaultProxy:
                 conn.client.sendall(data)
         except OSError:
             pass
+
+    def _delayed(self, conn: _Conn) -> None:
+        """Forward the server's bytes to the client ``delay`` seconds after
+        each piece arrived (a delay line: latency added, bandwidth kept)."""
+        import queue
+
+        line: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+
+        def send() -> None:
+            try:
+                while True:
+                    due, data = line.get()
+                    if not data:
+                        return
+                    time.sleep(max(0.0, due - time.monotonic()))
+                    conn.client.sendall(data)
+            except OSError:
+                pass
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        try:
+            while data := conn.server.recv(65536):
+                line.put((time.monotonic() + self.delay, data))
+        except OSError:
+            pass
+        line.put((0.0, b""))
+        sender.join()
 
     def close(self) -> None:
         self._stop = True

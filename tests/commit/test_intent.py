@@ -1,0 +1,115 @@
+"""Commit intents (commit/intent.py): who records one, who waits for it and
+how long, and that the wait is bounded whatever the holder does."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from tessera.commit import intent
+from tessera.commit.intent import INTENT_FILE, Turn
+from tessera.stores.local import LocalObjectStore
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setattr(intent, "_commits", {})
+    monkeypatch.setattr(intent, "_hot", set())
+    return LocalObjectStore(str(tmp_path))
+
+
+def _elsewhere(store) -> Turn:
+    """A turn of another process's first commit of the table (it looks for intents)."""
+    intent._commits.clear()
+    intent._hot.clear()
+    return Turn(store)
+
+
+def _holder(store) -> str | None:
+    try:
+        return json.loads(store.read(INTENT_FILE))["owner"]
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def test_an_intent_is_recorded_after_two_losses_and_removed_after(store):
+    t = Turn(store)
+    t.lost(ordered=False)
+    assert _holder(store) is None
+    t.lost(ordered=False)
+    assert _holder(store) == t.owner
+    t.release()
+    assert _holder(store) is None and not store.exists(INTENT_FILE)
+
+
+def test_a_writer_holding_the_commit_lock_neither_records_nor_waits(store):
+    t = Turn(store)
+    for _ in range(5):
+        t.lost(ordered=True)
+    assert _holder(store) is None
+    other = Turn(store)
+    other.lost(ordered=False), other.lost(ordered=False)
+    started = time.monotonic()
+    Turn(store).wait(time.monotonic() + 10, ordered=True)
+    assert time.monotonic() - started < 0.05
+
+
+def test_others_wait_until_the_holder_commits(store):
+    holder = Turn(store)
+    holder.lost(False), holder.lost(False)
+    waiter = _elsewhere(store)
+    released = threading.Timer(0.3, holder.release)
+    released.start()
+    started = time.monotonic()
+    waiter.wait(time.monotonic() + 10, ordered=False)
+    took = time.monotonic() - started
+    assert 0.25 < took < 0.3 + 10 * intent.POLL, took
+    assert store.uri not in intent._hot  # gone: back to looking every CHECK_EVERY commits
+
+
+def test_a_wait_is_bounded_and_repeats_while_the_intent_stays(store, monkeypatch):
+    monkeypatch.setattr(intent, "MAX_WAIT", 0.2)
+    holder = Turn(store)
+    holder.lost(False), holder.lost(False)  # never released: a holder that keeps losing (or crashed)
+    waits = []
+    for i in range(3):
+        t = _elsewhere(store) if i == 0 else Turn(store)  # once it saw the intent, every commit looks
+        started = time.monotonic()
+        t.wait(time.monotonic() + 10, ordered=False)
+        waits.append(time.monotonic() - started)
+    assert all(0.18 < w < 0.2 + 2 * intent.POLL for w in waits), waits
+    # never past the operation's deadline
+    started = time.monotonic()
+    Turn(store).wait(time.monotonic() + 0.05, ordered=False)
+    assert time.monotonic() - started < 0.05 + intent.POLL
+
+
+def test_writers_look_every_check_every_commits_when_nothing_was_seen(store, monkeypatch):
+    reads = []
+    real = intent._read
+    monkeypatch.setattr(intent, "_read", lambda s: reads.append(1) or real(s))
+    for _ in range(2 * intent.CHECK_EVERY):
+        Turn(store).wait(time.monotonic() + 10, ordered=False)
+    assert len(reads) == 2
+
+
+def test_expired_torn_and_own_intents_do_not_hold_anyone(store):
+    store.put(INTENT_FILE, json.dumps({"owner": "gone", "until": time.time() - 1}).encode())
+    started = time.monotonic()
+    Turn(store).wait(time.monotonic() + 10, ordered=False)
+    store.put(INTENT_FILE, b"{torn")
+    intent._commits.clear()
+    Turn(store).wait(time.monotonic() + 10, ordered=False)
+    assert time.monotonic() - started < 0.05
+    mine = Turn(store)
+    mine.lost(False), mine.lost(False)
+    mine._due = True
+    mine.wait(time.monotonic() + 10, ordered=False)  # its own: no wait
+    assert time.monotonic() - started < 0.1
+    # a second writer that keeps losing does not take a live intent from its holder
+    other = Turn(store)
+    other.lost(False), other.lost(False)
+    assert _holder(store) == mine.owner and not other.claimed
