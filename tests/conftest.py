@@ -30,6 +30,7 @@ LONG_UNITS = (
     "tests/spark",
     "tests/test_wheel.py",
     "tests/commit/test_many_writers_s3.py",
+    "tests/commit/test_starvation.py",
 )
 
 
