@@ -54,7 +54,7 @@ def test_a_writer_holding_the_commit_lock_neither_records_nor_waits(store):
     other.lost(ordered=False), other.lost(ordered=False)
     started = time.monotonic()
     Turn(store).wait(time.monotonic() + 10, ordered=True)
-    assert time.monotonic() - started < 0.05
+    assert time.monotonic() - started < 1.0  # not the 5 s a wait for a live intent lasts
 
 
 def test_others_wait_until_the_holder_commits(store):
@@ -66,7 +66,7 @@ def test_others_wait_until_the_holder_commits(store):
     started = time.monotonic()
     waiter.wait(time.monotonic() + 10, ordered=False)
     took = time.monotonic() - started
-    assert 0.25 < took < 0.3 + 10 * intent.POLL, took
+    assert 0.25 < took < 2.0, took  # released after 0.3 s: not the 5 s bound
     assert store.uri not in intent._hot  # gone: back to looking every CHECK_EVERY commits
 
 
@@ -80,11 +80,12 @@ def test_a_wait_is_bounded_and_repeats_while_the_intent_stays(store, monkeypatch
         started = time.monotonic()
         t.wait(time.monotonic() + 10, ordered=False)
         waits.append(time.monotonic() - started)
-    assert all(0.18 < w < 0.2 + 2 * intent.POLL for w in waits), waits
+    assert all(0.18 < w < 1.0 for w in waits), waits
     # never past the operation's deadline
+    monkeypatch.setattr(intent, "MAX_WAIT", 3.0)
     started = time.monotonic()
     Turn(store).wait(time.monotonic() + 0.05, ordered=False)
-    assert time.monotonic() - started < 0.05 + intent.POLL
+    assert time.monotonic() - started < 1.0  # 3 s without the deadline
 
 
 def test_writers_look_every_check_every_commits_when_nothing_was_seen(store, monkeypatch):
@@ -103,12 +104,12 @@ def test_expired_torn_and_own_intents_do_not_hold_anyone(store):
     store.put(INTENT_FILE, b"{torn")
     intent._commits.clear()
     Turn(store).wait(time.monotonic() + 10, ordered=False)
-    assert time.monotonic() - started < 0.05
+    assert time.monotonic() - started < 1.0  # a live intent holds 5 s
     mine = Turn(store)
     mine.lost(False), mine.lost(False)
     mine._due = True
     mine.wait(time.monotonic() + 10, ordered=False)  # its own: no wait
-    assert time.monotonic() - started < 0.1
+    assert time.monotonic() - started < 2.0
     # a second writer that keeps losing does not take a live intent from its holder
     other = Turn(store)
     other.lost(False), other.lost(False)
