@@ -59,6 +59,8 @@ CHECK_EVERY = 4
 POLL = 0.05
 
 _lock = threading.Lock()
+#: tables whose commits are counted at once (beyond, the counts start again)
+_TABLES_KEPT = 10_000
 #: commits per table (store URI) in this process, for CHECK_EVERY
 _commits: dict[str, int] = {}
 #: tables on which this process last found a live intent (it looks on every commit until there is none)
@@ -85,6 +87,8 @@ class Turn:
         self.losses = 0
         self.claimed = False
         with _lock:
+            if len(_commits) >= _TABLES_KEPT and store.uri not in _commits:
+                _commits.clear()  # a process serving many tables: start counting again
             n = _commits.get(store.uri, 0)
             _commits[store.uri] = n + 1
             self._due = n % CHECK_EVERY == 0 or store.uri in _hot  # whether the next wait() looks

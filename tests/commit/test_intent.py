@@ -114,3 +114,12 @@ def test_expired_torn_and_own_intents_do_not_hold_anyone(store):
     other = Turn(store)
     other.lost(False), other.lost(False)
     assert _holder(store) == mine.owner and not other.claimed
+
+
+def test_the_commit_counts_stay_bounded_in_a_process_serving_many_tables(store, tmp_path, monkeypatch):
+    monkeypatch.setattr(intent, "_TABLES_KEPT", 3)
+    for i in range(5):
+        Turn(LocalObjectStore(str(tmp_path / f"t{i}")))
+        assert len(intent._commits) <= 3
+    Turn(store), Turn(store)
+    assert intent._commits[store.uri] == 2
