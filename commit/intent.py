@@ -86,6 +86,8 @@ class Turn:
         self.owner = uuid.uuid4().hex
         self.losses = 0
         self.claimed = False
+        #: whether this machine's commit lock is held (then it orders the writers, not intents)
+        self.ordered = False
         with _lock:
             if len(_commits) >= _TABLES_KEPT and store.uri not in _commits:
                 _commits.clear()  # a process serving many tables: start counting again
@@ -93,11 +95,17 @@ class Turn:
             _commits[store.uri] = n + 1
             self._due = n % CHECK_EVERY == 0 or store.uri in _hot  # whether the next wait() looks
 
-    def wait(self, deadline: float, ordered: bool) -> None:
+    def __enter__(self) -> Turn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()  # however the commit ends
+
+    def wait(self, deadline: float) -> None:
         """Before a try: wait while another writer's intent is live (bounded,
         never past ``deadline``); nothing when this writer holds the commit
         lock or holds the intent itself, or when it is not time to look."""
-        if ordered or self.claimed or not self._due:
+        if self.ordered or self.claimed or not self._due:
             return
         self._due = False
         limit = min(time.monotonic() + MAX_WAIT, deadline)
@@ -115,12 +123,12 @@ class Turn:
                 return
             time.sleep(min(POLL, limit - now))
 
-    def lost(self, ordered: bool) -> None:
+    def lost(self) -> None:
         """A try was lost: look for intents before the next one, and record
         this writer's own once it has lost :data:`LOSSES_BEFORE_INTENT`."""
         self.losses += 1
         self._due = True
-        if ordered or self.losses < LOSSES_BEFORE_INTENT:
+        if self.ordered or self.losses < LOSSES_BEFORE_INTENT:
             return
         found = None if self.claimed else _read(self.store)
         if found is not None and found[0] != self.owner and found[1] > time.time():

@@ -14,11 +14,10 @@ shared wall-clock deadline, jittered backoff).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 from tenacity import RetryError
@@ -95,10 +94,9 @@ def commit_transaction(
     state = {"base": base}
     result: list[mf.ManifestFile] = []
     turn = Turn(store)
-    held = [False]  # whether this machine's commit lock is held (then it orders the writers, not intents)
 
     def attempt() -> None:
-        turn.wait(deadline, held[0])
+        turn.wait(deadline)
         cur = state["base"]
         target = (cur.version if cur else 0) + 1
         built, data = build_version(
@@ -122,7 +120,7 @@ def commit_transaction(
             if cur is None:
                 raise
             state["base"] = _rebase(store, handler, txn, cur, affected_rows)
-            turn.lost(held[0])
+            turn.lost()
             raise _VersionTaken() from None
         try:
             tstore.write_hint(store, target)
@@ -131,8 +129,8 @@ def commit_transaction(
         built.naming, built.fingerprint = scheme, fingerprint(data)
         result.append(built)
 
-    with handler.commit_lock(store, deadline) as ordered, _released(turn):
-        held[0] = ordered
+    with handler.commit_lock(store, deadline) as ordered, turn:
+        turn.ordered = ordered
         cur = state["base"]
         if ordered and cur is not None and store.exists(paths.manifest_path(cur.version + 1, scheme)):
             # the writer that held the lock before us took our version: rebase
@@ -191,15 +189,6 @@ def commit_operation(
 
     _retry(policy, CommitConflictError, deadline, attempt, f"re-running an operation on {store.uri}")
     return out[0]
-
-
-@contextlib.contextmanager
-def _released(turn: Turn) -> Iterator[None]:
-    """Remove the writer's commit intent however its commit ends."""
-    try:
-        yield
-    finally:
-        turn.release()
 
 
 def _retry(

@@ -126,11 +126,18 @@ def _read_by_name(store: ObjectStore, version: int) -> mf.ManifestFile | None:
     return None
 
 
-def checked_manifest(store: ObjectStore, path: str, data: bytes, version: int) -> mf.ManifestFile:
-    """The manifest of ``version`` parsed from ``data`` (read at ``path``), checked."""
+def parsed_manifest(store: ObjectStore, path: str, data: bytes) -> mf.ManifestFile:
+    """The manifest parsed from ``data`` (read at ``path``): its feature flags
+    checked for reading, its fingerprint set."""
     mfile = mf.read_manifest(data, f"{store.uri}/{path}")
     mf.check_flags(mfile.manifest, writing=False)
     mfile.fingerprint = fingerprint(data)
+    return mfile
+
+
+def checked_manifest(store: ObjectStore, path: str, data: bytes, version: int) -> mf.ManifestFile:
+    """The manifest of ``version`` parsed from ``data`` (read at ``path``), checked."""
+    mfile = parsed_manifest(store, path, data)
     if mfile.manifest.version != version:
         from tessera.format.errors import CorruptFileError
 

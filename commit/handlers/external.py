@@ -54,7 +54,7 @@ from ..errors import (
     UnrecoverableCommitError,
     VersionNotFoundError,
 )
-from ..lineage import CONFIG_INCARNATION, fingerprint, transaction_uuid, transaction_uuid_of
+from ..lineage import CONFIG_INCARNATION, transaction_uuid, transaction_uuid_of
 from ..retry import DEFAULT_POLICY, RetryPolicy
 from ..txn_files import repair_transaction_files
 from .base import CONFIG_COORDINATOR, CONFIG_STORE, CONFIG_STORE_ID, VersionEntry, bind_incarnation, local_commit_lock
@@ -400,7 +400,7 @@ class ExternalCommitHandler:
                 f"a version of {self.table_key} after {version} is recorded but its manifest is gone "
                 f"(removed by version clean-up): {exc}"
             ) from exc
-        return [self._parse(store, path, data) for path, data in zip(finals, datas, strict=True)]
+        return [tstore.parsed_manifest(store, path, data) for path, data in zip(finals, datas, strict=True)]
 
     def _check_incarnation(self, row: VersionRecord) -> None:
         if row.incarnation != self.incarnation and self.bound:
@@ -408,13 +408,6 @@ class ExternalCommitHandler:
                 f"{self.table_key} was dropped and recreated (incarnation {row.incarnation}, "
                 f"this handle has {self.incarnation}); reopen the table"
             )
-
-    @staticmethod
-    def _parse(store: ObjectStore, path: str, data: bytes) -> mf.ManifestFile:
-        mfile = mf.read_manifest(data, f"{store.uri}/{path}")
-        mf.check_flags(mfile.manifest, writing=False)
-        mfile.fingerprint = fingerprint(data)
-        return mfile
 
     def load(self, store: ObjectStore, version: int | None = None) -> mf.ManifestFile:
         if version is None:
@@ -437,7 +430,7 @@ class ExternalCommitHandler:
                 f"version {row.version} of {self.table_key} is recorded but its manifest {path} is gone "
                 "(removed by version clean-up)"
             ) from exc
-        return self._parse(store, path, data)
+        return tstore.parsed_manifest(store, path, data)
 
     def table_exists(self, store: ObjectStore) -> bool:
         return self.ms.latest(self.table_key) is not None

@@ -36,7 +36,7 @@ from ..errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from ..lineage import fingerprint, transaction_uuid_of
+from ..lineage import transaction_uuid_of
 from ..retry import DEFAULT_POLICY, RetryPolicy
 from ..txn_files import repair_transaction_files
 from .base import VersionEntry
@@ -296,12 +296,10 @@ class NamespaceCommitHandler:
 
     @staticmethod
     def _parse(store: ObjectStore, path: str, data: bytes) -> mf.ManifestFile:
-        mfile = mf.read_manifest(data, f"{store.uri}/{path}")
-        mf.check_flags(mfile.manifest, writing=False)
+        mfile = tstore.parsed_manifest(store, path, data)
         parsed = mf.parse_manifest_name(path.rsplit("/", 1)[-1])
         if parsed is not None and mfile.naming is None:
             mfile.naming = parsed[1]
-        mfile.fingerprint = fingerprint(data)
         return mfile
 
     def table_exists(self, store: ObjectStore) -> bool:
