@@ -8,7 +8,9 @@
   rebase), bounded by one :class:`RetryPolicy`; :func:`commit_many` for
   several tables at once;
 * managed versioning's server half: :func:`accept_staged` (a manifest a
-  writer staged becomes a version) and :func:`describe_version`;
+  writer staged becomes a version) and :func:`describe_version`; served
+  commits' (:mod:`commit.served`): :func:`accept_transaction` (a transaction
+  a client sends is rebased and committed next to the store);
 * reading versions (:func:`list_versions`, :func:`load_manifest`), clean-up,
   and the errors (:mod:`commit.errors`).
 
@@ -38,6 +40,7 @@ from .errors import (
     IndexReplacedError,
     NamespaceError,
     PartialTransactionError,
+    ServedCommitRequestError,
     StagedManifestError,
     StoreIdentityMismatchError,
     TableNotFoundError,
@@ -55,18 +58,22 @@ from .handlers import (
     VersionEntry,
     call_namespace,
     connect_namespace,
+    namespace_handler,
     open_handler,
     root_relative,
     shared_manifest_store,
 )
-from .managed import accept_staged, describe_version, is_staged_manifest
+from .managed import accept_staged, accept_transaction, describe_version, is_staged_manifest
 from .multi import TableVersion, commit_many, stage_version
 from .operation import commit_operation, commit_transaction, new_transaction
 from .retry import InvalidRetryPolicyError, RetryPolicy
+from .served import SERVED_MAX_BODY_BYTES, SERVED_ROUTE, decode_served_request, served_error_name
 from .store import list_versions, load_manifest
 
 __all__ = [
     "DEFAULT_ORPHAN_AGE",
+    "SERVED_MAX_BODY_BYTES",
+    "SERVED_ROUTE",
     "BaseVersionGoneError",
     "CleanupReport",
     "CommitConflictError",
@@ -82,6 +89,7 @@ __all__ = [
     "NamespaceError",
     "NativeCommitHandler",
     "PartialTransactionError",
+    "ServedCommitRequestError",
     "Progress",
     "RetryPolicy",
     "StagedManifestError",
@@ -96,23 +104,27 @@ __all__ = [
     "VersionNotFoundError",
     "VersionTakenError",
     "accept_staged",
+    "accept_transaction",
     "call_namespace",
     "cleanup_old_versions",
     "commit_many",
     "commit_operation",
     "commit_transaction",
     "connect_namespace",
+    "decode_served_request",
     "describe_version",
     "expand_dirs",
     "fragment_live_rows",
     "is_staged_manifest",
     "list_versions",
     "load_manifest",
+    "namespace_handler",
     "new_transaction",
     "open_handler",
     "referenced_paths",
     "remove_orphans",
     "root_relative",
+    "served_error_name",
     "shared_manifest_store",
     "stage_version",
 ]

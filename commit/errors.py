@@ -123,3 +123,9 @@ class VersionTakenError(CommitConflictError):
 class TaggedVersionError(CommitError):
     """A clean-up that may not remove tagged versions would have removed one
     (a table's automatic clean-up, as pylance's: nothing was removed)."""
+
+
+class ServedCommitRequestError(CommitError, ValueError):
+    """A served commit (a transaction sent to ``tessera serve`` to commit)
+    that cannot be one: a malformed request, a transaction without an
+    operation or uuid, or an operation the server does not commit for clients."""

@@ -14,6 +14,10 @@ _actions: dict[str, Callable[[], None]] = {}
 STAGED = "after_stage"
 #: the namespace checked a staged manifest and is about to ask the coordinator for its version
 CHECKED = "namespace_checked"
+#: a served commit was checked against every version since its read version, and is about to be committed
+SERVED_CHECKED = "served_checked"
+#: a served commit is a version; the server has not answered yet
+SERVED_COMMITTED = "served_committed"
 RESERVED = "after_reserve"
 COPIED = "after_copy"
 FLIPPED = "after_flip"

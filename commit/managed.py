@@ -9,14 +9,23 @@ and the incarnation, then the table's own handler commits it
 (:meth:`CommitHandler.commit_staged`: the native put, or reserve, publish and
 flip) and the staged file goes.  :func:`describe_version` is a version as the
 namespace describes it.
+
+:func:`accept_transaction` is the served commit's server half
+(:mod:`commit.served`): a transaction a client built on a version it read is
+checked against every version since, rebuilt on the latest and committed by
+the table's own handler, the rebase loop running next to the store.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Callable
 
+import numpy as np
+
+from tessera.format.protos import transaction_pb2
 from tessera.format.table import manifest as mf
 from tessera.format.table import paths
 from tessera.stores.errors import IncarnationMismatchError, ObjectNotFoundError, StoreError
@@ -24,11 +33,19 @@ from tessera.stores.object_store import ObjectStore
 
 from . import faults
 from . import store as tstore
-from .errors import StagedManifestError, VersionNotFoundError, VersionTakenError
+from .errors import (
+    BaseVersionGoneError,
+    ServedCommitRequestError,
+    StagedManifestError,
+    VersionNotFoundError,
+    VersionTakenError,
+)
 from .handlers.base import CommitHandler, VersionEntry
 from .lineage import incarnation_of, transaction_uuid
+from .operation import AlreadyCommitted, commit_transaction, rebase
+from .retry import DEFAULT_POLICY
 
-__all__ = ["accept_staged", "describe_version", "is_staged_manifest"]
+__all__ = ["accept_staged", "accept_transaction", "describe_version", "is_staged_manifest"]
 
 _STAGED = re.compile(r"^_versions/(?P<final>[0-9]{1,20}\.manifest)-[0-9A-Za-z-]{1,64}$")
 
@@ -170,3 +187,79 @@ def _restored_version(mfile: mf.ManifestFile) -> int | None:
     if txn is None or txn.WhichOneof("operation") != "restore":
         return None
     return int(txn.restore.version)
+
+
+#: the operations a served commit takes: a restore and a table's first version go through managed versioning
+_SERVED_OPERATIONS = frozenset(
+    {
+        "append",
+        "delete",
+        "overwrite",
+        "create_index",
+        "rewrite",
+        "merge",
+        "project",
+        "update",
+        "update_config",
+        "data_replacement",
+    }
+)
+
+
+def accept_transaction(
+    handler: CommitHandler,
+    store: ObjectStore,
+    txn: transaction_pb2.Transaction,
+    read_version: int,
+    *,
+    affected_rows: dict[int, np.ndarray] | None = None,
+    seconds: float | None = None,
+    label: str = "",
+) -> VersionEntry:
+    """Commit ``txn``, which a client built on ``read_version`` of the table
+    (a served commit); returns the version's entry.  Checked against every
+    version since ``read_version`` first (a request sent again finds its own
+    transaction there and gets that version back), then committed by the
+    table's handler, rebased on whatever wins meanwhile, within the handler's
+    policy and the client's remaining ``seconds``.
+
+    Raises:
+        ServedCommitRequestError: the transaction cannot be a served commit.
+        BaseVersionGoneError: ``read_version`` was cleaned up (re-run on the latest).
+        and whatever :func:`commit_transaction` raises."""
+    op = txn.WhichOneof("operation")
+    if op is None or not txn.uuid:
+        raise ServedCommitRequestError(f"a served commit to {label} needs a transaction with an operation and a uuid")
+    if op not in _SERVED_OPERATIONS:
+        raise ServedCommitRequestError(f"a served commit does not take a {op} (commit it through create_table_version)")
+    if txn.read_version != read_version:
+        raise ServedCommitRequestError(
+            f"the transaction was built on version {txn.read_version}, the request says {read_version}"
+        )
+    policy = handler.policy or DEFAULT_POLICY
+    deadline = policy.deadline()
+    if seconds is not None:
+        deadline = min(deadline, time.monotonic() + seconds)
+    try:
+        base = handler.load(store, read_version)
+    except VersionNotFoundError:
+        raise BaseVersionGoneError(read_version, f"version {read_version} of {label} is gone") from None
+    handler.bind(base.manifest, store.uri)
+    try:
+        # every version since the client's read at once: its own transaction
+        # there (sent again) is the answer; a conflict fails the request
+        newest = rebase(store, handler, txn, base, affected_rows)
+    except AlreadyCommitted as done:
+        return _served_entry(store, done.mfile)
+    faults.point(faults.SERVED_CHECKED)
+    mfile = commit_transaction(store, txn, newest, handler=handler, affected_rows=affected_rows, deadline=deadline)
+    faults.point(faults.SERVED_COMMITTED)
+    return _served_entry(store, mfile)
+
+
+def _served_entry(store: ObjectStore, mfile: mf.ManifestFile) -> VersionEntry:
+    scheme = mfile.naming or tstore.list_versions(store)[1] or mf.NamingScheme.V2
+    path = paths.manifest_path(mfile.version, scheme)
+    # the size is in the fingerprint the commit (or the read) took; else one HEAD
+    size = int.from_bytes(mfile.fingerprint[:8], "little") if mfile.fingerprint else store.size(path)
+    return _entry(mfile.version, path, size, mfile)

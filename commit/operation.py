@@ -47,11 +47,20 @@ from .txn_files import inline_transaction_bytes, write_transaction_file
 
 log = logging.getLogger(__name__)
 
-__all__ = ["commit_operation", "commit_transaction", "new_transaction"]
+__all__ = ["AlreadyCommitted", "commit_operation", "commit_transaction", "new_transaction", "rebase"]
 
 
 class _VersionTaken(Exception):
     pass
+
+
+class AlreadyCommitted(Exception):
+    """A version since the base carries this very transaction (its uuid): an
+    earlier try of it won (a reply lost, a request sent again)."""
+
+    def __init__(self, mfile: mf.ManifestFile) -> None:
+        super().__init__(f"the transaction is version {mfile.version} already")
+        self.mfile = mfile
 
 
 def commit_transaction(
@@ -86,6 +95,11 @@ def commit_transaction(
         # first: binding reads what the base records (incarnation, a probe verdict) that the store check uses
         handler.bind(base.manifest, store.uri)
     handler.check_store(store)  # before anything is written
+    if base is not None and restore_from is None:
+        # a coordinator that serves commits rebases and commits next to the store (commit.served)
+        served = handler.commit_served(store, txn, base, affected_rows, deadline)
+        if served is not None:
+            return served
     if base is not None:
         # the base's own file name tells the table's scheme (one LIST fewer per commit on S3)
         scheme = base.naming or tstore.list_versions(store)[1] or naming or mf.NamingScheme.V2
@@ -119,7 +133,7 @@ def commit_transaction(
         except CommitConflictError:
             if cur is None:
                 raise
-            state["base"] = _rebase(store, handler, txn, cur, affected_rows)
+            state["base"] = rebase(store, handler, txn, cur, affected_rows)
             turn.lost()
             raise _VersionTaken() from None
         try:
@@ -129,16 +143,22 @@ def commit_transaction(
         built.naming, built.fingerprint = scheme, fingerprint(data)
         result.append(built)
 
-    with handler.commit_lock(store, deadline) as ordered, turn:
-        turn.ordered = ordered
-        cur = state["base"]
-        if ordered and cur is not None and store.exists(paths.manifest_path(cur.version + 1, scheme)):
-            # the writer that held the lock before us took our version: rebase
-            # first (one existence check) rather than build a manifest bound to lose
-            state["base"] = _rebase(store, handler, txn, cur, affected_rows)
-        # holding the local commit lock, a lost version was lost to a writer
-        # outside it (already rebased on): retry at once, no jitter
-        _retry(policy, _VersionTaken, deadline, attempt, f"committing {op} to {store.uri}", contention_wait=not ordered)
+    try:
+        with handler.commit_lock(store, deadline) as ordered, turn:
+            turn.ordered = ordered
+            cur = state["base"]
+            if ordered and cur is not None and store.exists(paths.manifest_path(cur.version + 1, scheme)):
+                # the writer that held the lock before us took our version: rebase
+                # first (one existence check) rather than build a manifest bound to lose
+                state["base"] = rebase(store, handler, txn, cur, affected_rows)
+            # holding the local commit lock, a lost version was lost to a writer
+            # outside it (already rebased on): retry at once, no jitter
+            _retry(
+                policy, _VersionTaken, deadline, attempt, f"committing {op} to {store.uri}", contention_wait=not ordered
+            )
+    except AlreadyCommitted as done:
+        log.info("%s: %s", store.uri, done)
+        return done.mfile
     log.debug("committed %s as version %d of %s", op, result[0].version, store.uri)
     return result[0]
 
@@ -213,14 +233,16 @@ def _retry(
         ) from None
 
 
-def _rebase(
+def rebase(
     store: ObjectStore,
     handler: CommitHandler,
     txn: transaction_pb2.Transaction,
     base: mf.ManifestFile,
     affected: dict[int, np.ndarray] | None,
 ) -> mf.ManifestFile:
-    """Check everything committed since ``base``; return the manifest to rebuild on."""
+    """Check everything committed since ``base``; return the manifest to rebuild on.
+
+    Raises AlreadyCommitted when one of those versions is this transaction."""
     base_frags = {f.id: f for f in base.manifest.fragments}
     plan = conflicts.Rebase()
     newest = base
@@ -239,6 +261,8 @@ def _rebase(
         v = newest.version
         handler.check_lineage(newest.manifest, store.uri)
         theirs = tstore.load_transaction(store, newest)
+        if theirs is not None and txn.uuid and theirs.uuid == txn.uuid:
+            raise AlreadyCommitted(newest)
         try:
             conflicts.check(txn, theirs, base_frags, plan)
         except conflicts.Incompatible as exc:

@@ -57,7 +57,7 @@ from lance_namespace import (
 from lance_namespace import errors as nserr
 from lance_namespace_urllib3_client.models.tag_contents import TagContents
 
-from tessera.commit import list_versions
+from tessera.commit import accept_transaction, decode_served_request, list_versions
 from tessera.stores.registry import open_object_store
 
 from ..catalog import Catalog, connect
@@ -340,6 +340,27 @@ class TesseraNamespace(LanceNamespace):
             raise nserr.UnsupportedOperationError("branches are not supported")
         with translated():
             return versions.create_table_version(self.catalog, self._access(request.id), request)
+
+    def serve_commit(self, id: list[str], body: dict[str, Any]) -> dict[str, Any]:
+        """A served commit (:mod:`tessera.commit.served`): the transaction in
+        ``body``, which a client built on a version of the table ``id`` it
+        read, rebased and committed here; the version's entry as a dict
+        (version, manifest_path, manifest_size).  Tessera's errors are raised
+        as they are (``tessera serve`` sends their names)."""
+        request = decode_served_request(body)
+        t = self._access(id)
+        entry = t.entry(
+            accept_transaction(
+                t.handler,
+                t.store,
+                request.transaction,
+                request.read_version,
+                affected_rows=request.affected_rows,
+                seconds=request.seconds,
+                label=t.name,
+            )
+        )
+        return {"version": entry.version, "manifest_path": entry.manifest_path, "manifest_size": entry.manifest_size}
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -50,8 +50,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tessera.commit import SERVED_MAX_BODY_BYTES, SERVED_ROUTE, served_error_name
+from tessera.commit.errors import IncompatibleTransactionError, TooMuchContentionError
+from tessera.format.errors import TesseraError
+
+from .. import errors as E
 from .plugin import TesseraNamespace
 from .routes import DEFAULT_DELIMITER, OPS, QUERY, STATUS, Op, Refused, invalid, parse_id
+from .translate import namespace_error
 
 __all__ = ["ServerConfig", "app_from_env", "create_app", "read_token", "serve"]
 
@@ -104,6 +110,14 @@ def read_token(token_file: str | None) -> str | None:
 # -- the application ---------------------------------------------------------------------
 
 
+_SERVED_SUFFIX = SERVED_ROUTE.rsplit("}", 1)[1]  # "/tessera/commit"
+
+
+def _body_limit(path: str, default: int) -> int:
+    """A served commit carries a whole transaction (thousands of fragments): its own, larger limit."""
+    return max(default, SERVED_MAX_BODY_BYTES) if path.endswith(_SERVED_SUFFIX) else default
+
+
 class _Guard:
     """Outermost middleware: the token, '/' smuggled into an id (``%2F``), the
     declared body size; then one log line per request."""
@@ -128,8 +142,9 @@ class _Guard:
                 size = int(length)
             except ValueError:
                 return invalid("bad Content-Length")
-            if size > self.max_body_bytes:
-                return Refused(413, ErrorCode.INVALID_INPUT, f"the request body exceeds {self.max_body_bytes} bytes")
+            limit = _body_limit(scope.get("path", ""), self.max_body_bytes)
+            if size > limit:
+                return Refused(413, ErrorCode.INVALID_INPUT, f"the request body exceeds {limit} bytes")
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -245,6 +260,44 @@ class _App:
             )
         return req
 
+    async def serve_commit(self, request: Request) -> Response:
+        """A served commit (:mod:`tessera.commit.served`): Tessera's errors
+        answer with their class name beside the namespace's code."""
+        try:
+            ident = parse_id(
+                request.path_params["id"], request.query_params.get("delimiter", DEFAULT_DELIMITER), "table"
+            )
+            data = await _read_json(request, _body_limit(request.url.path, self.config.max_body_bytes))
+            given = data.pop("id", None)
+            if given is not None and given != ident:
+                raise invalid(f"the id in the body ({given!r}) is not the id in the path ({ident!r})")
+            answer = await run_in_threadpool(self.ns.serve_commit, ident, data)
+            return JSONResponse(answer)
+        except Refused as exc:
+            return self._failed(request, exc.status, exc.code, str(exc))
+        except nserr.LanceNamespaceError as exc:
+            return self._failed(request, STATUS.get(exc.code, 500), exc.code, str(exc))
+        except TesseraError as exc:
+            return self._tessera_failed(request, exc)
+        except Exception:  # noqa: BLE001 - anything else is the server's fault, and says so without details
+            log.exception("POST %s failed", SERVED_ROUTE)
+            message = "internal error in a served commit (see the server log)"
+            return self._failed(request, 500, ErrorCode.INTERNAL, message)
+
+    def _tessera_failed(self, request: Request, exc: TesseraError) -> Response:
+        name = "TableNotFoundError" if isinstance(exc, E.NoSuchTableError) else served_error_name(exc)
+        if isinstance(exc, IncompatibleTransactionError | TooMuchContentionError):
+            code = ErrorCode.CONCURRENT_MODIFICATION  # the client's to re-run or give up, not the server's failure
+        else:
+            translated = namespace_error(exc)
+            code = translated.code if translated is not None else ErrorCode.INTERNAL
+        request.state.error_code = int(code)
+        body: dict[str, Any] = {"error": str(exc), "code": int(code), "tessera_error": name}
+        version = getattr(exc, "version", None)
+        if isinstance(version, int):
+            body["version"] = version
+        return JSONResponse(body, status_code=STATUS.get(code, 500))
+
     def _in_warehouse(self, location: str) -> bool:
         """Whether ``location`` lies inside the catalog's warehouse (no '..' tricks)."""
         root = self.ns.catalog.warehouse.rstrip("/")
@@ -288,6 +341,7 @@ def create_app(config: ServerConfig, namespace: TesseraNamespace | None = None) 
     ns = namespace if namespace is not None else TesseraNamespace(**config.properties)
     app_state = _App(ns, config)
     routes = [Route(op.path, app_state.endpoint(op), methods=[op.verb], name=op.call) for op in OPS]
+    routes.append(Route(SERVED_ROUTE, app_state.serve_commit, methods=["POST"], name="serve_commit"))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

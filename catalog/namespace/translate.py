@@ -11,6 +11,7 @@ from tessera.commit.errors import (
     CommitConflictError,
     CommitError,
     CoordinatorMismatchError,
+    ServedCommitRequestError,
     StagedManifestError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -49,7 +50,7 @@ def translated() -> Iterator[None]:
         if text.startswith("tag ") and "does not exist" in text:
             raise nserr.TableTagNotFoundError(text) from exc
         raise nserr.InvalidInputError(text) from exc
-    except (E.InvalidNameError, E.InvalidArgumentError, StagedManifestError) as exc:
+    except (E.InvalidNameError, E.InvalidArgumentError, StagedManifestError, ServedCommitRequestError) as exc:
         raise nserr.InvalidInputError(str(exc)) from exc
     except CommitConflictError as exc:
         raise nserr.ConcurrentModificationError(str(exc)) from exc
@@ -59,3 +60,14 @@ def translated() -> Iterator[None]:
         raise nserr.InvalidInputError(str(exc)) from exc
     except (StoreError, CommitError) as exc:
         raise nserr.ServiceUnavailableError(str(exc)) from exc
+
+
+def namespace_error(exc: BaseException) -> nserr.LanceNamespaceError | None:
+    """The namespace's error that :func:`translated` makes of ``exc`` (None: none)."""
+    try:
+        with translated():
+            raise exc
+    except nserr.LanceNamespaceError as out:
+        return out
+    except BaseException:  # noqa: BLE001 - not one the namespace names
+        return None

@@ -123,10 +123,9 @@ class WritePlan:
     def handler(self):
         """The commit handler for the driver's commit, with the job's retry policy."""
         if self.namespace is not None:
-            from tessera.commit import NamespaceCommitHandler, connect_namespace
+            from tessera.commit import namespace_handler
 
-            ns = connect_namespace(self.namespace, self.namespace_properties)
-            return NamespaceCommitHandler(ns, list(self.table_id), self.policy())
+            return namespace_handler(self.namespace, list(self.table_id), self.policy(), self.namespace_properties)
         return open_handler(self.uri, self.commit_store, self.policy())
 
     def fields(self) -> list[lschema.LanceField]:

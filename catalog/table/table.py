@@ -24,16 +24,15 @@ import pyarrow as pa
 from tessera.commit import (
     CleanupReport,
     CommitHandler,
-    NamespaceCommitHandler,
     NativeCommitHandler,
     Progress,
     RetryPolicy,
     VersionCleanupReport,
     call_namespace,
-    connect_namespace,
     fragment_live_rows,
     list_versions,
     load_manifest,
+    namespace_handler,
     open_handler,
 )
 from tessera.commit.errors import CoordinatorMismatchError, TableNotFoundError
@@ -244,10 +243,6 @@ class Table:
     ) -> Table:
         from lance_namespace import DescribeTableRequest  # half a second: imported with the first namespace
 
-        try:
-            ns = connect_namespace(namespace, properties)
-        except ValueError as exc:
-            raise InvalidArgumentError(str(exc)) from None
         if isinstance(table_id, str) and table_id and not is_table_name(table_id):
             raise InvalidArgumentError(
                 f"{table_id!r} is a path or URI, but a table opened through a namespace is named by its id "
@@ -256,7 +251,11 @@ class Table:
         parts = table_id.split(".") if isinstance(table_id, str) else list(table_id)
         if not parts or not all(isinstance(p, str) and p for p in parts):
             raise InvalidArgumentError(f"a table id is 'namespace.table' or a list of parts, got {table_id!r}")
-        handler = NamespaceCommitHandler(ns, parts, retry)
+        try:
+            handler = namespace_handler(namespace, parts, retry, properties)
+        except ValueError as exc:
+            raise InvalidArgumentError(str(exc)) from None
+        ns = handler.ns
         described = call_namespace(ns, "describe_table", DescribeTableRequest, id=parts)
         location = described.get("location") or described.get("table_uri")
         if not location:

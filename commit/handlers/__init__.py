@@ -9,7 +9,13 @@ publish), ``namespace_client`` (through a Lance Namespace), and ``factory``
 from .base import CONFIG_COORDINATOR, CONFIG_INCARNATION, CONFIG_STORE, CONFIG_STORE_ID, CommitHandler, VersionEntry
 from .external import ExternalCommitHandler
 from .factory import open_handler, shared_manifest_store
-from .namespace_client import NamespaceCommitHandler, call_namespace, connect_namespace, root_relative
+from .namespace_client import (
+    NamespaceCommitHandler,
+    call_namespace,
+    connect_namespace,
+    namespace_handler,
+    root_relative,
+)
 from .native import NativeCommitHandler
 
 __all__ = [
@@ -24,6 +30,7 @@ __all__ = [
     "VersionEntry",
     "call_namespace",
     "connect_namespace",
+    "namespace_handler",
     "open_handler",
     "root_relative",
     "shared_manifest_store",

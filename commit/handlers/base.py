@@ -13,7 +13,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from tessera.format.protos import table_pb2
+import numpy as np
+
+from tessera.format.protos import table_pb2, transaction_pb2
 from tessera.format.table import manifest as mf
 from tessera.format.table import paths
 from tessera.stores.errors import IncarnationMismatchError
@@ -152,6 +154,18 @@ class CommitHandler(Protocol):
         """A context that orders this machine's writers of the table around
         one commit (yields True when held; False: go on without it).  For
         speed only: the put decides who wins a version."""
+
+    def commit_served(
+        self,
+        store: ObjectStore,
+        txn: transaction_pb2.Transaction,
+        base: mf.ManifestFile,
+        affected_rows: dict[int, np.ndarray] | None,
+        deadline: float,
+    ) -> mf.ManifestFile | None:
+        """Have the coordinator's server commit ``txn`` built on ``base``
+        (:mod:`commit.served`): the committed manifest, or None when this
+        coordinator serves no commits (the writer commits itself)."""
 
     # -- managed versioning's server half (commit.managed) ---------------------------------
 

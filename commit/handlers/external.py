@@ -28,7 +28,9 @@ import logging
 import uuid
 from contextlib import AbstractContextManager
 
-from tessera.format.protos import table_pb2
+import numpy as np
+
+from tessera.format.protos import table_pb2, transaction_pb2
 from tessera.format.table import manifest as mf
 from tessera.format.table import paths
 from tessera.stores.errors import (
@@ -463,6 +465,16 @@ class ExternalCommitHandler:
 
     def commit_lock(self, store: ObjectStore, deadline: float | None) -> AbstractContextManager[bool]:
         return local_commit_lock(store, deadline)
+
+    def commit_served(
+        self,
+        store: ObjectStore,
+        txn: transaction_pb2.Transaction,
+        base: mf.ManifestFile,
+        affected_rows: dict[int, np.ndarray] | None,
+        deadline: float,
+    ) -> mf.ManifestFile | None:
+        return None  # the writer commits itself
 
     # -- managed versioning's server half ---------------------------------------------
 

@@ -17,14 +17,17 @@ version order) stand in for the handler's ``bind`` and ``verify_base``.
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from tessera.format.protos import table_pb2
+import numpy as np
+
+from tessera.format.protos import table_pb2, transaction_pb2
 from tessera.format.table import manifest as mf
 from tessera.format.table import paths
-from tessera.stores.errors import ObjectNotFoundError, StoreError
+from tessera.stores.errors import ObjectNotFoundError, StoreError, StoreUnavailableError
 from tessera.stores.object_store import ObjectStore
 from tessera.stores.uri import parse_table_uri
 
@@ -36,12 +39,19 @@ from ..errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from ..lineage import transaction_uuid_of
+from ..lineage import transaction_uuid, transaction_uuid_of
 from ..retry import DEFAULT_POLICY, RetryPolicy
+from ..served import HttpServedCommits, InProcessServedCommits, ServedCommits, encode_served_request
 from ..txn_files import repair_transaction_files
 from .base import VersionEntry
 
-__all__ = ["NamespaceCommitHandler", "call_namespace", "connect_namespace", "root_relative"]
+__all__ = [
+    "NamespaceCommitHandler",
+    "call_namespace",
+    "connect_namespace",
+    "namespace_handler",
+    "root_relative",
+]
 
 
 def connect_namespace(namespace: Any, properties: dict[str, str] | None = None) -> Any:
@@ -57,6 +67,26 @@ def connect_namespace(namespace: Any, properties: dict[str, str] | None = None) 
     if properties:
         raise ValueError("namespace properties go with a namespace URL, not with a client object")
     return namespace
+
+
+def namespace_handler(
+    namespace: Any,
+    table_id: list[str],
+    policy: RetryPolicy | None = None,
+    properties: dict[str, str] | None = None,
+) -> NamespaceCommitHandler:
+    """The handler of the table ``table_id`` of ``namespace`` (a client object
+    or an ``http(s)://`` URL with its ``properties``): commits are served by a
+    Tessera namespace (:mod:`commit.served`: by ``tessera serve`` at that URL,
+    or a TesseraNamespace object) and go through ``create_table_version``
+    with any other namespace."""
+    ns = connect_namespace(namespace, properties)
+    served: ServedCommits | None = None
+    if isinstance(namespace, str):
+        served = HttpServedCommits(namespace, properties)
+    elif callable(getattr(namespace, "serve_commit", None)):
+        served = InProcessServedCommits(namespace)
+    return NamespaceCommitHandler(ns, table_id, policy, served=served)
 
 
 def root_relative(store: ObjectStore) -> str:
@@ -111,8 +141,16 @@ class NamespaceCommitHandler:
 
     kind = "namespace"
 
-    def __init__(self, namespace: Any, table_id: list[str], policy: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        namespace: Any,
+        table_id: list[str],
+        policy: RetryPolicy | None = None,
+        *,
+        served: ServedCommits | None = None,
+    ) -> None:
         self.ns = namespace
+        self.served = served
         self.table_id = list(table_id)
         self.table_key = "$".join(self.table_id)
         self.policy = policy or DEFAULT_POLICY
@@ -151,6 +189,50 @@ class NamespaceCommitHandler:
         staged = paths.staged_manifest_path(paths.manifest_path(version, scheme))
         store.put(staged, data)
         self.commit_staged(store, version, staged, data, scheme, txn_uuid, deadline)
+
+    def commit_served(
+        self,
+        store: ObjectStore,
+        txn: transaction_pb2.Transaction,
+        base: mf.ManifestFile,
+        affected_rows: dict[int, np.ndarray] | None,
+        deadline: float,
+    ) -> mf.ManifestFile | None:
+        """Send ``txn`` (built on ``base``) for the namespace to commit; the
+        committed manifest, or None when the namespace serves no commits.
+        Sent again while the server cannot be reached or does not answer (it
+        answers the version a transaction already has); past the deadline
+        the outcome is unknown."""
+        if self.served is None:
+            return None
+        served = self.served
+
+        def send() -> dict[str, Any] | None:
+            left = deadline - time.monotonic()
+            return served.send(self.table_id, encode_served_request(txn, base.version, affected_rows, left), left)
+
+        try:
+            answer = self.policy.read_back(send, deadline)
+        except StoreUnavailableError as exc:
+            raise CommitOutcomeUnknownError(
+                f"a served commit of {self.table_key} (transaction {txn.uuid}) got no answer: {exc}; "
+                "whether it was committed, the table's versions tell"
+            ) from exc
+        if answer is None:
+            self.served = None  # this namespace serves no commits: managed versioning from now on
+            return None
+        path = self._relative(store, str(answer.get("manifest_path") or ""), answer["version"])
+        try:
+            data = store.read(path)
+        except ObjectNotFoundError as exc:
+            raise VersionNotFoundError(f"the manifest {path} of {self.table_key} is gone") from exc
+        mfile = self._parse(store, path, data)
+        if transaction_uuid(mfile) != txn.uuid:
+            raise CommitOutcomeUnknownError(
+                f"the namespace answered version {answer['version']} of {self.table_key} for transaction "
+                f"{txn.uuid}, but that version is another transaction's"
+            )
+        return mfile
 
     def commit_staged(
         self,
