@@ -51,13 +51,23 @@ FLOOR_DESELECT = [
     # Tessera and pylance 14 choose differently for some tiny pages (lengths=[2], float64, 2.1)
     "tests/format/test_rle_write.py::test_rle_property",
 ]
-#: the longest tests of the subset, left out for time (about 35 s of the suite's ~420): a
-#: fuzz run and sweeps of sizes whose pyarrow calls the rest of the subset makes too (and
-#: the static scan above checks every name against the floor); they run on the main pyarrow
+#: the longest tests of the subset, left out for time (they run on the main pyarrow; the
+#: static scan above checks every pyarrow name against the floor): a fuzz run and sweeps of
+#: sizes whose pyarrow calls the rest of the subset makes too (about 35 s of the floor run),
+#: and tests whose slow part does not depend on pyarrow (about 30 s): FSST's byte work
+#: (numpy), the catalog's databases and S3, a row-id model, LanceDB's blob interop
 FLOOR_SKIP_FOR_TIME = [
     "tests/format/test_mutation_fuzz.py::test_mutation_fuzz",
     "tests/format/test_v21_writer.py::test_nested_sliced_batches",
     "tests/format/test_dictionary_type.py::test_pylance_multi_page_file",
+    "tests/format/test_dictionary_type.py::test_small_indices_take_one_page_a_file",
+    "tests/format/test_codecs.py::test_fsst_decodes_pylance_pages",
+    "tests/format/test_codecs.py::test_fsst_decompress_matches_reference",
+    "tests/format/test_codecs.py::test_pylance_reads_our_fsst",
+    "tests/format/test_blob.py::test_tessera_writes_into_blob_v2_tables_of_lancedb",
+    "tests/catalog/test_catalog.py::test_tables_on_s3",
+    "tests/catalog/test_catalog.py::test_namespaces",
+    "tests/catalog/test_rowids.py::test_model_row_id_to_row",
 ]
 #: the packages whose modules Tessera's library code imports pyarrow in
 PACKAGES = ("tessera", "catalog", "commit", "format", "stores", "migrations")
