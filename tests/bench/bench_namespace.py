@@ -9,12 +9,16 @@ Every mode runs in the same process and run, one 1-row append per commit
   ns-catalog     the Python plugin, the catalog's SQLite manifest store
   ns-redis       the Python plugin, Redis manifest store (127.0.0.1:6379)
   rest-native    pylance's REST client against `tessera serve` (a server process), native
+  t-uri          a Tessera Table by path (Table.append), native
+  t-served       a Tessera Table through `tessera serve`: served commits (one request each)
+  t-managed      the same, committing as pylance does (stage + create_table_version)
 Prints the median, p90 and the ratio of each median to the baseline's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import socket
@@ -23,10 +27,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 import pyarrow as pa
 
-MODES = ["uri", "ns-native", "ns-catalog", "ns-redis", "rest-native"]
+MODES = ["uri", "ns-native", "ns-catalog", "ns-redis", "rest-native", "t-uri", "t-served", "t-managed"]
 
 
 def _row(i: int) -> pa.Table:
@@ -75,9 +80,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def bench_rest(work: str, n: int) -> list[float]:
-    import lance_namespace
-
+@contextlib.contextmanager
+def _server(work: str) -> Iterator[str]:
+    """A `tessera serve` process on a free port; its URL."""
     port = _free_port()
     tessera_cli = os.path.join(os.path.dirname(sys.executable), "tessera")
     wh = os.path.join(work, "wh-rest")
@@ -96,11 +101,40 @@ def bench_rest(work: str, n: int) -> list[float]:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit("`tessera serve` did not start (is the REST server installed?)") from None
                 time.sleep(0.1)
-        ns = lance_namespace.connect("rest", {"uri": f"http://127.0.0.1:{port}"})
-        return _through(ns, n)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
         server.wait(10)
+
+
+def bench_rest(work: str, n: int) -> list[float]:
+    import lance_namespace
+
+    with _server(work) as url:
+        return _through(lance_namespace.connect("rest", {"uri": url}), n)
+
+
+def bench_tessera_uri(work: str, n: int) -> list[float]:
+    import tessera
+
+    t = tessera.Table.create(os.path.join(work, "t"), _row(-1))
+    return _timed(n, lambda i: t.append(_row(i)))
+
+
+def bench_tessera_rest(work: str, n: int, served: bool) -> list[float]:
+    import lance
+    import lance_namespace
+
+    import tessera
+
+    with _server(work) as url:
+        ns = lance_namespace.connect("rest", {"uri": url})
+        ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["b"], mode="exist_ok"))
+        lance.write_dataset(_row(-1), namespace_client=ns, table_id=["b", "t"], mode="create")
+        t = tessera.Table.open("b.t", namespace=url)
+        if not served:
+            t._handler.served = None  # commit as pylance does: stage, then create_table_version
+        return _timed(n, lambda i: t.append(_row(i)))
 
 
 def main() -> None:
@@ -123,6 +157,10 @@ def main() -> None:
                 results[mode] = bench_plugin(work, args.commits, "redis://127.0.0.1:6379/0")
             elif mode == "rest-native":
                 results[mode] = bench_rest(work, args.commits)
+            elif mode == "t-uri":
+                results[mode] = bench_tessera_uri(work, args.commits)
+            elif mode in ("t-served", "t-managed"):
+                results[mode] = bench_tessera_rest(work, args.commits, served=mode == "t-served")
             else:
                 raise SystemExit(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
         finally:

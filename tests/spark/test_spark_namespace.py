@@ -141,3 +141,66 @@ def test_pylance_tessera_and_spark_writers_race_on_one_table(spark, server, tmp_
         )
         ours = cat.load_table("race.t", version=v).to_arrow().sort_by([("w", "ascending"), ("k", "ascending")])
         assert ours.equals(theirs), f"version {v} differs"
+
+
+_STEADY_WRITER = """
+import json, os, sys, time
+import lance, lance_namespace
+import pyarrow as pa
+url, stop = sys.argv[1], sys.argv[2]
+ns = lance_namespace.connect("rest", {"uri": url})
+k = 0
+while not os.path.exists(stop):
+    lance.write_dataset(pa.table({"w": pa.array([1], pa.int64()), "k": pa.array([k], pa.int64())}),
+                        namespace_client=ns, table_id=["steady", "t"], mode="append")
+    print(json.dumps(k), flush=True)  # acknowledged
+    k += 1
+    time.sleep(0.2)  # about 5 commits a second
+"""
+
+
+def test_a_spark_job_commits_while_pylance_commits_five_times_a_second(spark, server, tmp_path):
+    """Issue 28's starvation case for Spark: a pylance writer commits about
+    five times a second through the server while a Spark job appends through
+    it; the job's commit (sent to the server, rebased there) gets through,
+    and every acknowledged commit is in the table exactly once."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    import lance_namespace
+
+    ns = server.client()
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["steady"]))
+    start = pa.table({"w": pa.array([0], pa.int64()), "k": pa.array([-1], pa.int64())})
+    lance.write_dataset(start, namespace_client=ns, table_id=["steady", "t"])
+    stop = tmp_path / "stop"
+    script = tmp_path / "steady.py"
+    script.write_text(_STEADY_WRITER)
+    writer = subprocess.Popen(
+        [sys.executable, str(script), server.uri, str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        while tessera.Table.open("steady.t", namespace=server.uri).version < 4:  # the writer is going
+            assert writer.poll() is None, writer.stderr.read() if writer.stderr else ""
+            time.sleep(0.1)
+        began = time.monotonic()
+        df = spark.createDataFrame([(2, k) for k in range(200)], "w long, k long").repartition(2)
+        df.write.format("tessera").mode("append").option("namespace", server.uri).save("steady.t")
+        took = time.monotonic() - began
+        before = tessera.Table.open("steady.t", namespace=server.uri).version
+        while tessera.Table.open("steady.t", namespace=server.uri).version < before + 2:  # still committing after
+            assert writer.poll() is None
+            time.sleep(0.1)
+    finally:
+        stop.write_text("")
+        out, err = writer.communicate(timeout=60)
+    assert writer.returncode == 0, err[-3000:]
+    acked = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert len(acked) >= 5 and acked == list(range(len(acked)))
+    assert took < 60, took
+    t = tessera.connect(warehouse=server.warehouse).load_table("steady.t")
+    rows = sorted(zip(t.to_arrow().column("w").to_pylist(), t.to_arrow().column("k").to_pylist()))
+    assert rows == sorted([(0, -1)] + [(1, k) for k in acked] + [(2, k) for k in range(200)])
+    assert t.version == 1 + len(acked) + 1  # one version for the job, one per pylance commit
