@@ -247,3 +247,19 @@ def test_a_server_dying_in_a_served_commit(tmp_path, point):
         assert [v["version"] for v in t.versions()] == list(range(1, len(expected) + 2))
     finally:
         again.stop()
+
+
+def test_deletes_of_one_fragment_by_two_stale_writers_are_merged_by_the_server(server):
+    """Two writers delete different rows of one fragment from the same
+    version: the second one's deletion vector is merged with the first's on
+    the server (the rows it deletes travel with its transaction)."""
+    tid = _new_table(server, "merge", list(range(10)))
+    a = tessera.Table.open("merge.t", namespace=server.uri, namespace_properties=AUTH)
+    b = tessera.Table.open("merge.t", namespace=server.uri, namespace_properties=AUTH)
+    before = len(_requests(server))
+    a.delete("i = 1")
+    b.delete("i IN (2, 3)")  # stale: built on version 1, rebased over a's delete by the server
+    asked = _requests(server)[before:]
+    assert asked == [("POST", COMMIT_ROUTE, 200)] * 2, asked
+    assert _rows(server, tid) == [0, 4, 5, 6, 7, 8, 9]
+    assert b.version == 3 and b.count_rows() == 7
