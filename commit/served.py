@@ -44,7 +44,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tessera.format.protos import transaction_pb2
-from tessera.stores.errors import StoreUnavailableError
+from tessera.stores.errors import IncarnationMismatchError, StoreUnavailableError
 
 from .errors import (
     BaseVersionGoneError,
@@ -80,12 +80,6 @@ SERVED_ROUTE = "/v1/table/{id}/tessera/commit"
 SERVED_MAX_BODY_BYTES = 64 << 20
 
 
-def _incarnation_error() -> type[Exception]:
-    from tessera.stores.errors import IncarnationMismatchError
-
-    return IncarnationMismatchError
-
-
 #: the Tessera errors a served commit may answer with, by class name; any other is a NamespaceError
 ERRORS: dict[str, type[Exception]] = {
     cls.__name__: cls
@@ -100,7 +94,7 @@ ERRORS: dict[str, type[Exception]] = {
         TableNotFoundError,
         TooMuchContentionError,
         VersionNotFoundError,
-        _incarnation_error(),
+        IncarnationMismatchError,
     )
 }
 

@@ -33,6 +33,7 @@ __all__ = [
     "CONFIG_STORE",
     "CONFIG_STORE_ID",
     "CommitHandler",
+    "CommitsItself",
     "VersionEntry",
 ]
 
@@ -189,6 +190,22 @@ class CommitHandler(Protocol):
 
 
 # ---------------------------------------------------------------------------- shared
+
+
+class CommitsItself:
+    """For handlers whose writer commits itself (native, external store):
+    no server commits for it (:meth:`CommitHandler.commit_served`)."""
+
+    def commit_served(
+        self,
+        store: ObjectStore,
+        txn: transaction_pb2.Transaction,
+        base: mf.ManifestFile,
+        affected_rows: dict[int, np.ndarray] | None,
+        deadline: float,
+    ) -> mf.ManifestFile | None:
+        return None
+
 
 #: the longest a commit waits for this machine's commit lock before going on without it (seconds)
 COMMIT_LOCK_WAIT = 5.0

@@ -28,9 +28,7 @@ import logging
 import uuid
 from contextlib import AbstractContextManager
 
-import numpy as np
-
-from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.format.protos import table_pb2
 from tessera.format.table import manifest as mf
 from tessera.format.table import paths
 from tessera.stores.errors import (
@@ -59,14 +57,22 @@ from ..errors import (
 from ..lineage import CONFIG_INCARNATION, transaction_uuid, transaction_uuid_of
 from ..retry import DEFAULT_POLICY, RetryPolicy
 from ..txn_files import repair_transaction_files
-from .base import CONFIG_COORDINATOR, CONFIG_STORE, CONFIG_STORE_ID, VersionEntry, bind_incarnation, local_commit_lock
+from .base import (
+    CONFIG_COORDINATOR,
+    CONFIG_STORE,
+    CONFIG_STORE_ID,
+    CommitsItself,
+    VersionEntry,
+    bind_incarnation,
+    local_commit_lock,
+)
 
 __all__ = ["ExternalCommitHandler"]
 
 log = logging.getLogger(__name__)
 
 
-class ExternalCommitHandler:
+class ExternalCommitHandler(CommitsItself):
     """Stage, reserve in a manifest store, publish (create-only), flip, delete staged."""
 
     def __init__(
@@ -465,16 +471,6 @@ class ExternalCommitHandler:
 
     def commit_lock(self, store: ObjectStore, deadline: float | None) -> AbstractContextManager[bool]:
         return local_commit_lock(store, deadline)
-
-    def commit_served(
-        self,
-        store: ObjectStore,
-        txn: transaction_pb2.Transaction,
-        base: mf.ManifestFile,
-        affected_rows: dict[int, np.ndarray] | None,
-        deadline: float,
-    ) -> mf.ManifestFile | None:
-        return None  # the writer commits itself
 
     # -- managed versioning's server half ---------------------------------------------
 

@@ -15,9 +15,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 
-import numpy as np
-
-from tessera.format.protos import table_pb2, transaction_pb2
+from tessera.format.protos import table_pb2
 from tessera.format.table import manifest as mf
 from tessera.format.table import paths
 from tessera.stores.errors import (
@@ -43,12 +41,12 @@ from ..errors import (
 from ..lineage import CONFIG_INCARNATION, fingerprint_at, incarnation_of, transaction_uuid, transaction_uuid_of
 from ..retry import DEFAULT_POLICY, RetryPolicy
 from ..txn_files import repair_transaction_files
-from .base import CONFIG_COORDINATOR, CONFIG_STORE, VersionEntry, bind_incarnation, local_commit_lock
+from .base import CONFIG_COORDINATOR, CONFIG_STORE, CommitsItself, VersionEntry, bind_incarnation, local_commit_lock
 
 __all__ = ["NativeCommitHandler"]
 
 
-class NativeCommitHandler:
+class NativeCommitHandler(CommitsItself):
     """Put-if-not-exists of the manifest path itself."""
 
     kind = "native"
@@ -248,16 +246,6 @@ class NativeCommitHandler:
 
     def commit_lock(self, store: ObjectStore, deadline: float | None) -> AbstractContextManager[bool]:
         return local_commit_lock(store, deadline)
-
-    def commit_served(
-        self,
-        store: ObjectStore,
-        txn: transaction_pb2.Transaction,
-        base: mf.ManifestFile,
-        affected_rows: dict[int, np.ndarray] | None,
-        deadline: float,
-    ) -> mf.ManifestFile | None:
-        return None  # the writer commits itself
 
     # -- managed versioning's server half ---------------------------------------------
 
