@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,7 +40,7 @@ from tessera.format.file.container import normalize_version
 from tessera.format.protos import table_pb2
 from tessera.format.table import manifest as mf
 from tessera.format.table.fragments import DEFAULT_MAX_ROWS_PER_FILE, file_reader_cache
-from tessera.stores.local import check_durability, sync_round
+from tessera.stores.local import check_durability
 from tessera.stores.object_store import ObjectStore
 from tessera.stores.registry import open_object_store
 
@@ -79,21 +79,6 @@ def _naming(naming: str | mf.NamingScheme) -> mf.NamingScheme:
         raise InvalidArgumentError(f"naming scheme must be 'V1' or 'V2', got {naming!r}") from exc
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _one_sync_round(fn: F) -> F:
-    """Run a write in one sync round (``stores.local.sync_round``): the files it
-    writes are fsynced together with its manifest, not one by one."""
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        with sync_round():
-            return fn(*args, **kwargs)
-
-    return run  # type: ignore[return-value]
-
-
 class Table:
     """A Lance table at one version."""
 
@@ -116,7 +101,7 @@ class Table:
     # -- construction -------------------------------------------------------------------
 
     @classmethod
-    @_one_sync_round
+    @writes.one_sync_round
     def create(
         cls,
         uri: str,
@@ -410,7 +395,7 @@ class Table:
 
     # -- writes --------------------------------------------------------------------------
 
-    @_one_sync_round
+    @writes.one_sync_round
     def append(self, data: Data) -> Table:
         """Append rows; their columns must match the table's (by name)."""
         written = writes.append(self._snap, data, self._stage())
@@ -419,14 +404,14 @@ class Table:
             self._maintain_indices()
         return self
 
-    @_one_sync_round
+    @writes.one_sync_round
     def overwrite(self, data: Data | pa.Schema) -> Table:
         """Replace every row; the new data may have a new schema."""
         self._move_to(writes.overwrite(self._snap, data, self._stage()))
         self._maintain_indices()
         return self
 
-    @_one_sync_round
+    @writes.one_sync_round
     def delete(self, predicate: Predicate) -> Table:
         """Delete the rows matching ``predicate`` (SQL text or a pyarrow expression)."""
         from . import mutations  # the predicate machinery (sqlglot): imported with the first mutation
@@ -434,7 +419,7 @@ class Table:
         self._move_to(mutations.delete(self._snap, predicate, self._stage()))
         return self
 
-    @_one_sync_round
+    @writes.one_sync_round
     def update(self, values: dict[str, Any], where: Predicate | None = None) -> Table:
         """Set columns to values or expressions (SQL strings or pyarrow
         expressions) on the rows matching ``where`` (all rows when None)."""
@@ -444,7 +429,7 @@ class Table:
         self._maintain_indices()
         return self
 
-    @_one_sync_round
+    @writes.one_sync_round
     def merge_insert(
         self,
         data: Data | str | Sequence[str],
@@ -480,7 +465,7 @@ class Table:
         self._maintain_indices()
         return stats
 
-    @_one_sync_round
+    @writes.one_sync_round
     def add_columns(self, columns: dict[str, Predicate] | Data) -> Table:
         """Add columns computed from expressions ({name: SQL or pyarrow
         expression}) or given as data (a table with one row per live row)."""
@@ -490,21 +475,21 @@ class Table:
         self._maintain_indices()
         return self
 
-    @_one_sync_round
+    @writes.one_sync_round
     def drop_columns(self, names: Sequence[str]) -> Table:
         from . import schema_ops
 
         self._move_to(schema_ops.drop_columns(self._snap, names, self._stage()))
         return self
 
-    @_one_sync_round
+    @writes.one_sync_round
     def rename_column(self, old: str, new: str) -> Table:
         from . import schema_ops
 
         self._move_to(schema_ops.rename_column(self._snap, old, new, self._stage()))
         return self
 
-    @_one_sync_round
+    @writes.one_sync_round
     def restore(self, version: int | str) -> Table:
         """Make an older version (or tag) the latest, as a new version."""
         self._move_to(writes.restore(self._snap, self.tags.version_of(version), self._stage()))
@@ -517,7 +502,7 @@ class Table:
         """The table's properties (the manifest's config), e.g. ``tessera.zonemap.columns``."""
         return dict(self.manifest.config)
 
-    @_one_sync_round
+    @writes.one_sync_round
     def set_properties(self, values: dict[str, str] | None = None, *, remove: Sequence[str] = ()) -> Table:
         """Set (and ``remove``) table properties in one commit.  ``tessera.zonemap.columns``
         (comma-separated column names) names the columns whose zone maps every
@@ -533,7 +518,7 @@ class Table:
             self._maintain_indices()
         return self
 
-    @_one_sync_round
+    @writes.one_sync_round
     def create_index(
         self,
         column: str,
@@ -557,7 +542,7 @@ class Table:
             self.set_properties({indexes.ZONEMAP_COLUMNS: ",".join([*configured, column])})
         return self
 
-    @_one_sync_round
+    @writes.one_sync_round
     def optimize_indices(self) -> Table:
         """Extend every zone map (and index every ``tessera.zonemap.columns``
         column) to cover all fragments, in one commit; writes do this themselves."""
@@ -748,7 +733,7 @@ class Table:
         """Every version: number, timestamp, operation, rows added and removed."""
         return maintenance.versions(self._snap)
 
-    @_one_sync_round
+    @writes.one_sync_round
     def compact(
         self,
         target_rows_per_fragment: int = 1024 * 1024,

@@ -18,8 +18,9 @@ commit).  Inside a multi-table transaction (``catalog/transaction.py``) a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,7 @@ from tessera.format.file import schema as lschema
 from tessera.format.protos import table_pb2, transaction_pb2
 from tessera.format.table import manifest as mf
 from tessera.format.table.fragments import write_fragments
+from tessera.stores.local import sync_round
 from tessera.stores.object_store import ObjectStore
 
 from ..errors import InvalidArgumentError, TableExistsError
@@ -47,6 +49,20 @@ needs), recording the rows it deletes; None when there is nothing to commit."""
 Stage = Callable[..., mf.ManifestFile]
 """Records a transaction in a multi-table transaction instead of committing it,
 ``stage(txn, base, **commit_options)``, and returns the manifest it will make."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_sync_round(fn: F) -> F:
+    """Run a write in one sync round (``stores.local.sync_round``): the files it
+    writes are fsynced together with its manifest, not one by one."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with sync_round():
+            return fn(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 def check_writable(snap: TableSnapshot) -> None:

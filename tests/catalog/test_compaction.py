@@ -230,7 +230,7 @@ def test_plain_table_and_indexed_fragments(lance, tmp_path):
     assert ds.to_table(filter="i = 620").column("s").to_pylist() == ["s620"]
     assert ds.to_table(filter="s = 's20'").column("i").to_pylist() == [20]
     assert sorted(t.to_arrow().column("i").to_pylist()) == list(range(650))
-    assert ds.index_statistics("s_idx")["num_unindexed_rows"] == 100
+    assert ds.stats.index_stats("s_idx")["num_unindexed_rows"] == 100
 
 
 def test_compaction_tells_its_progress(tmp_path):

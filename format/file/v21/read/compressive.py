@@ -3,9 +3,9 @@
 An encoding is used in one of three shapes, each with its own entry point:
 
 * mini-block: the value buffers of many chunks, decoded together
-  (:func:`miniblock_values`, :func:`chunk_levels`);
+  (:func:`miniblock_values`; their levels in :mod:`.levels`);
 * block: one buffer holding a whole sequence - dictionaries, the levels of
-  constant pages (:func:`block_values`, :func:`block_levels`);
+  constant pages (:func:`block_values`);
 * per value: the values of a full-zip page (:func:`fixed_per_value`,
   :func:`var_per_value`).
 
@@ -49,14 +49,14 @@ class Chunks:
         return int(self.counts.sum())
 
 
-def _kind(enc: pb.CompressiveEncoding, where: str) -> str:
+def encoding_kind(enc: pb.CompressiveEncoding, where: str) -> str:
     kind = enc.WhichOneof("compression")
     if kind is None:
         raise UnsupportedEncodingError(f"{where}: missing or unknown compressive encoding")
     return kind
 
 
-def _no_buffer_compression(msg, fieldname: str, where: str) -> None:
+def no_buffer_compression(msg, fieldname: str, where: str) -> None:
     if msg.HasField(fieldname):
         raise UnsupportedEncodingError(
             f"{where}: {type(msg).__name__}.{fieldname} (per-buffer {scheme_name(getattr(msg, fieldname), where)} "
@@ -64,10 +64,10 @@ def _no_buffer_compression(msg, fieldname: str, where: str) -> None:
         )
 
 
-def _flat_bits(enc: pb.CompressiveEncoding, where: str) -> int:
-    if _kind(enc, where) != "flat":
-        raise UnsupportedEncodingError(f"{where}: expected a flat encoding, found {_kind(enc, where)}")
-    _no_buffer_compression(enc.flat, "data", where)
+def flat_bits(enc: pb.CompressiveEncoding, where: str) -> int:
+    if encoding_kind(enc, where) != "flat":
+        raise UnsupportedEncodingError(f"{where}: expected a flat encoding, found {encoding_kind(enc, where)}")
+    no_buffer_compression(enc.flat, "data", where)
     return int(enc.flat.bits_per_value)
 
 
@@ -86,33 +86,33 @@ def general_decompress(bc: pb.BufferCompression, data, where: str) -> np.ndarray
 
 def miniblock_values(enc: pb.CompressiveEncoding, ch: Chunks, where: str):
     """Decode the values of ``ch`` (all chunks at once)."""
-    kind = _kind(enc, where)
+    kind = encoding_kind(enc, where)
     w = f"{where}.{kind}"
     if kind == "flat":
-        _no_buffer_compression(enc.flat, "data", w)
+        no_buffer_compression(enc.flat, "data", w)
         _need_buffers(ch, 1, w)
         return _mb_flat(int(enc.flat.bits_per_value), ch, 0, ch.counts, w)
     if kind == "variable":
-        _no_buffer_compression(enc.variable, "values", w)
+        no_buffer_compression(enc.variable, "values", w)
         _need_buffers(ch, 1, w)
-        bits = _flat_bits(enc.variable.offsets, f"{w}.offsets")
+        bits = flat_bits(enc.variable.offsets, f"{w}.offsets")
         return _mb_variable(bits, ch, w)
     if kind == "fsst":
         inner = enc.fsst.values
-        if _kind(inner, f"{w}.values") != "variable":
-            raise UnsupportedEncodingError(f"{w}: FSST over {_kind(inner, w)} is not supported")
+        if encoding_kind(inner, f"{w}.values") != "variable":
+            raise UnsupportedEncodingError(f"{w}: FSST over {encoding_kind(inner, w)} is not supported")
         v = miniblock_values(inner, ch, f"{w}.values")
         return _fsst(enc.fsst.symbol_table, v, w)
     if kind == "inline_bitpacking":
-        _no_buffer_compression(enc.inline_bitpacking, "values", w)
+        no_buffer_compression(enc.inline_bitpacking, "values", w)
         _need_buffers(ch, 1, w)
         return _mb_inline(int(enc.inline_bitpacking.uncompressed_bits_per_value), ch, w)
     if kind == "fixed_size_list":
         return _mb_fsl(enc.fixed_size_list, ch, w)
     if kind == "rle":
         _need_buffers(ch, 2, w)
-        bits = _flat_bits(enc.rle.values, f"{w}.values")
-        if _flat_bits(enc.rle.run_lengths, f"{w}.run_lengths") != 8:
+        bits = flat_bits(enc.rle.values, f"{w}.values")
+        if flat_bits(enc.rle.run_lengths, f"{w}.run_lengths") != 8:
             raise UnsupportedEncodingError(f"{w}: run lengths must be 8-bit")
         return _mb_rle(bits, ch, w)
     if kind == "general":
@@ -122,7 +122,7 @@ def miniblock_values(enc: pb.CompressiveEncoding, ch: Chunks, where: str):
         rows = miniblock_values(ps.values, ch, f"{w}.values")
         return _packed(ps, rows, w)
     if kind == "byte_stream_split":
-        bits = _flat_bits(enc.byte_stream_split.values, f"{w}.values")
+        bits = flat_bits(enc.byte_stream_split.values, f"{w}.values")
         _need_buffers(ch, 1, w)
         return _mb_bss(bits, ch, w)
     raise UnsupportedEncodingError(f"{where}: the {kind} encoding is not supported in mini-block pages")
@@ -174,7 +174,7 @@ def miniblock_pick(enc: pb.CompressiveEncoding, ch: Chunks, where: str, pos: np.
     are decoded (``picked`` True); other encodings decode every value and
     leave the picking to the caller (``picked`` False).  ``at`` optionally
     gives the positions as (chunk index, position in the chunk)."""
-    kind = _kind(enc, where)
+    kind = encoding_kind(enc, where)
     if kind in ("inline_bitpacking", "flat", "variable") and len(ch.bufs) == 1 and pos.size:
         if at is not None:
             k, o = at
@@ -184,14 +184,14 @@ def miniblock_pick(enc: pb.CompressiveEncoding, ch: Chunks, where: str, pos: np.
             o = pos - first[k]
         data = ch.bufs[0]
         if kind == "variable":
-            _no_buffer_compression(enc.variable, "values", where)
-            bits = _flat_bits(enc.variable.offsets, f"{where}.offsets")
+            no_buffer_compression(enc.variable, "values", where)
+            bits = flat_bits(enc.variable.offsets, f"{where}.offsets")
             if bits not in (32, 64):
                 raise UnsupportedEncodingError(f"{where}: {bits}-bit offsets are not supported")
             return _pick_variable(bits // 8, ch, k, o, where), True
         if kind == "inline_bitpacking":
             ib = enc.inline_bitpacking
-            _no_buffer_compression(ib, "values", where)
+            no_buffer_compression(ib, "values", where)
             T = int(ib.uncompressed_bits_per_value)
             if T not in (8, 16, 32, 64):
                 raise UnsupportedEncodingError(f"{where}: inline bit-packing of {T}-bit values is not supported")
@@ -206,14 +206,14 @@ def miniblock_pick(enc: pb.CompressiveEncoding, ch: Chunks, where: str, pos: np.
             except ValueError as exc:
                 raise CorruptFileError(None, f"{where}: {exc}") from exc
             return Fixed(vals.view(np.uint8), T, int(pos.size)), True
-        _no_buffer_compression(enc.flat, "data", where)
+        no_buffer_compression(enc.flat, "data", where)
         bits = int(enc.flat.bits_per_value)
         if bits % 8 == 0 and bits > 0:
             width = bits // 8
             _check_sizes(ch, 0, ch.counts * width, where)
             at = (ch.starts[0][k] + o * width)[:, None] + np.arange(width)
             return Fixed(data[at.reshape(-1)], bits, int(pos.size)), True
-    if kind == "fsst" and _kind(enc.fsst.values, f"{where}.fsst.values") == "variable":
+    if kind == "fsst" and encoding_kind(enc.fsst.values, f"{where}.fsst.values") == "variable":
         w = f"{where}.fsst"
         v = miniblock_values(enc.fsst.values, ch, f"{w}.values")
         offs = v.offsets
@@ -352,10 +352,10 @@ def _mb_fsl(fsl: pb.FixedSizeList, ch: Chunks, where: str) -> Fsl:
     dim = int(fsl.items_per_value)
     if dim <= 0:
         raise CorruptFileError(None, f"{where}: fixed-size list of {dim} items")
-    inner_kind = _kind(fsl.values, where)
+    inner_kind = encoding_kind(fsl.values, where)
     if inner_kind != "flat":
         raise UnsupportedEncodingError(f"{where}: fixed-size list over {inner_kind} is not supported")
-    bits = _flat_bits(fsl.values, where)
+    bits = flat_bits(fsl.values, where)
     items = ch.counts * dim
     if fsl.has_validity:
         _need_buffers(ch, 2, where)
@@ -385,13 +385,13 @@ def _mb_rle(bits: int, ch: Chunks, where: str) -> Fixed:
     values = gather(ch.bufs[0], ch.starts[0], nruns * w)
     lengths = gather(ch.bufs[1], ch.starts[1], nruns)
     vals = np.frombuffer(values.tobytes(), dtype=f"<u{w}") if not values.flags.c_contiguous else values.view(f"<u{w}")
-    if not np.array_equal(_group_sums(lengths, nruns), ch.counts):
+    if not np.array_equal(group_sums(lengths, nruns), ch.counts):
         raise CorruptFileError(None, f"{where}: run lengths do not add up to the chunk value counts")
     out = rle.decode_rle(vals, lengths, ch.total)
     return Fixed(out.view(np.uint8), bits, int(out.size))
 
 
-def _group_sums(values: np.ndarray, group_sizes: np.ndarray) -> np.ndarray:
+def group_sums(values: np.ndarray, group_sizes: np.ndarray) -> np.ndarray:
     """Sums of ``values`` over consecutive groups of ``group_sizes`` (groups may be empty)."""
     csum = np.concatenate(([0], np.cumsum(values, dtype=np.int64)))
     ends = np.cumsum(group_sizes)
@@ -412,154 +412,16 @@ def _mb_general(g: pb.General, ch: Chunks, where: str):
     return miniblock_values(g.values, inner, f"{where}.values")
 
 
-# --------------------------------------------------------------- mini-block levels
-
-
-def chunk_levels(
-    enc: pb.CompressiveEncoding, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, nlev: np.ndarray, where: str
-) -> np.ndarray:
-    """Decode the rep or def levels of consecutive chunks; returns all levels (uint16)."""
-    kind = _kind(enc, where)
-    w = f"{where}.{kind}"
-    total = int(nlev.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.uint16)
-    if np.any(starts + sizes > data.size):
-        raise CorruptFileError(None, f"{w}: level buffer runs past its chunk")
-    if kind == "flat":
-        if _flat_bits(enc, w) != 16:
-            raise UnsupportedEncodingError(f"{w}: flat levels of {enc.flat.bits_per_value} bits")
-        if np.any(sizes < nlev * 2):
-            raise CorruptFileError(None, f"{w}: level buffer too small")
-        return np.ascontiguousarray(gather(data, starts, nlev * 2)).view(U16).astype(np.uint16)
-    if kind == "out_of_line_bitpacking":
-        ool = enc.out_of_line_bitpacking
-        if ool.uncompressed_bits_per_value != 16:
-            raise UnsupportedEncodingError(f"{w}: levels of {ool.uncompressed_bits_per_value} bits")
-        return _levels_ool(_flat_bits(ool.values, w), data, starts, sizes, nlev, w)
-    if kind == "inline_bitpacking":
-        ib = enc.inline_bitpacking
-        _no_buffer_compression(ib, "values", w)
-        if ib.uncompressed_bits_per_value != 16:
-            raise UnsupportedEncodingError(f"{w}: levels of {ib.uncompressed_bits_per_value} bits")
-        return _levels_inline(data, starts, sizes, nlev, w)
-    if kind == "rle":
-        if _flat_bits(enc.rle.values, w) != 16 or _flat_bits(enc.rle.run_lengths, w) != 8:
-            raise UnsupportedEncodingError(f"{w}: RLE levels must be 16-bit values with 8-bit run lengths")
-        return _levels_rle(data, starts, sizes, nlev, w)
-    # anything else a block decoder knows, one chunk at a time
-    parts = [
-        block_levels(enc, data[s : s + n], c, where) for s, n, c in zip(starts.tolist(), sizes.tolist(), nlev.tolist())
-    ]
-    return np.concatenate(parts).astype(np.uint16, copy=False)
-
-
-def _levels_ool(W: int, data, starts, sizes, nlev, where) -> np.ndarray:
-    if not 0 <= W <= 16:
-        raise CorruptFileError(None, f"{where}: level bit width {W}")
-    bb = 128 * W
-    B = fastlanes.BLOCK_VALUES
-    nfull = nlev // B
-    tail = nlev % B
-    rem = sizes - nfull * bb
-    raw_tail = (tail > 0) & (rem == tail * 2) & (W < 16)
-    packed_tail = (tail > 0) & ~raw_tail
-    if np.any(rem < 0) or np.any(packed_tail & (rem < bb)):
-        raise CorruptFileError(None, f"{where}: out-of-line bit-packed levels truncated")
-    nblocks = nfull + packed_tail
-    nb_total = int(nblocks.sum())
-    if nb_total:
-        first = np.cumsum(nblocks) - nblocks
-        j = np.arange(nb_total, dtype=np.int64) - np.repeat(first, nblocks)
-        bstarts = np.repeat(starts, nblocks) + j * bb
-        vals = fastlanes.unpack_blocks_at(data, bstarts, np.full(nb_total, W), 16).reshape(nb_total, B)
-        keep = np.where(j < np.repeat(nfull, nblocks), B, np.repeat(tail, nblocks))
-    else:
-        vals = np.zeros((0, B), dtype=np.uint16)
-        keep = np.zeros(0, dtype=np.int64)
-    if np.all(keep == B):
-        packed = vals.reshape(-1)
-    else:
-        packed = vals[np.arange(B)[None, :] < keep[:, None]]
-    if not raw_tail.any():
-        return packed
-    total = int(nlev.sum())
-    out = np.empty(total, dtype=np.uint16)
-    rk = np.flatnonzero(raw_tail)
-    rlen = tail[rk]
-    rout = (np.cumsum(nlev) - nlev)[rk] + nfull[rk] * B
-    roff = np.cumsum(rlen) - rlen
-    raw_idx = np.repeat(rout - roff, rlen) + np.arange(int(rlen.sum()), dtype=np.int64)
-    mask = np.ones(total, dtype=bool)
-    mask[raw_idx] = False
-    out[mask] = packed
-    out[raw_idx] = np.ascontiguousarray(gather(data, starts[rk] + nfull[rk] * bb, rlen * 2)).view(U16)
-    return out
-
-
-def _levels_inline(data, starts, sizes, nlev, where) -> np.ndarray:
-    B = fastlanes.BLOCK_VALUES
-    nblk = (nlev + B - 1) // B
-    ends = starts + sizes
-    pos = starts.copy()
-    rec_k, rec_j, rec_s, rec_w = [], [], [], []
-    for j in range(int(nblk.max()) if nblk.size else 0):
-        sel = np.flatnonzero(nblk > j)
-        p = pos[sel]
-        if np.any(p + 2 > ends[sel]):
-            raise CorruptFileError(None, f"{where}: inline bit-packed levels truncated")
-        wdt = u16(data, p)
-        if np.any(wdt > 16):
-            raise CorruptFileError(None, f"{where}: level bit width {int(wdt.max())}")
-        nxt = p + 2 + 128 * wdt
-        if np.any(nxt > ends[sel]):
-            raise CorruptFileError(None, f"{where}: inline bit-packed levels truncated")
-        rec_k.append(sel)
-        rec_j.append(np.full(sel.size, j))
-        rec_s.append(p + 2)
-        rec_w.append(wdt)
-        pos[sel] = nxt
-    k = np.concatenate(rec_k)
-    jj = np.concatenate(rec_j)
-    order = np.lexsort((jj, k))
-    s = np.concatenate(rec_s)[order]
-    wd = np.concatenate(rec_w)[order]
-    k, jj = k[order], jj[order]
-    vals = fastlanes.unpack_blocks_at(data, s, wd, 16).reshape(-1, B)
-    keep = np.minimum(B, nlev[k] - jj * B)
-    if np.all(keep == B):
-        return vals.reshape(-1)
-    return vals[np.arange(B)[None, :] < keep[:, None]]
-
-
-def u16(data: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    return uint_at(data, pos, 2)
-
-
-def _levels_rle(data, starts, sizes, nlev, where) -> np.ndarray:
-    if np.any(sizes < 8):
-        raise CorruptFileError(None, f"{where}: RLE levels truncated")
-    vbytes = uint_at(data, starts, 8)
-    nruns = vbytes // 2
-    if np.any(vbytes % 2) or np.any(8 + vbytes + nruns > sizes):
-        raise CorruptFileError(None, f"{where}: RLE levels truncated")
-    v = np.ascontiguousarray(gather(data, starts + 8, vbytes)).view(U16)
-    lens = gather(data, starts + 8 + vbytes, nruns)
-    if not np.array_equal(_group_sums(lens, nruns), nlev):
-        raise CorruptFileError(None, f"{where}: RLE run lengths do not match the level counts")
-    return rle.decode_rle(v, lens, int(nlev.sum())).astype(np.uint16, copy=False)
-
-
 # --------------------------------------------------------------- block form
 
 
 def block_values(enc: pb.CompressiveEncoding, data, n: int, where: str):
     """Decode a whole buffer holding ``n`` values."""
     data = as_u8(data)
-    kind = _kind(enc, where)
+    kind = encoding_kind(enc, where)
     w = f"{where}.{kind}"
     if kind == "flat":
-        bits = _flat_bits(enc, w)
+        bits = flat_bits(enc, w)
         need = (n * bits + 7) // 8
         if data.size < need:
             raise CorruptFileError(None, f"{w}: buffer of {data.size} bytes, {need} needed")
@@ -567,12 +429,12 @@ def block_values(enc: pb.CompressiveEncoding, data, n: int, where: str):
             raise UnsupportedEncodingError(f"{w}: flat values of {bits} bits")
         return Fixed(data, bits, n)
     if kind == "variable":
-        _no_buffer_compression(enc.variable, "values", w)
-        _flat_bits(enc.variable.offsets, f"{w}.offsets")
+        no_buffer_compression(enc.variable, "values", w)
+        flat_bits(enc.variable.offsets, f"{w}.offsets")
         return _block_variable(data, n, w)
     if kind == "inline_bitpacking":
         ib = enc.inline_bitpacking
-        _no_buffer_compression(ib, "values", w)
+        no_buffer_compression(ib, "values", w)
         T = int(ib.uncompressed_bits_per_value)
         try:
             vals = fastlanes.decode_inline_blocks(data, T, n)
@@ -582,15 +444,15 @@ def block_values(enc: pb.CompressiveEncoding, data, n: int, where: str):
     if kind == "out_of_line_bitpacking":
         ool = enc.out_of_line_bitpacking
         T = int(ool.uncompressed_bits_per_value)
-        W = _flat_bits(ool.values, w)
+        W = flat_bits(ool.values, w)
         try:
             vals = fastlanes.decode_out_of_line(data, W, T, n)
         except ValueError as exc:
             raise CorruptFileError(None, f"{w}: {exc}") from exc
         return Fixed(vals.view(np.uint8), T, n)
     if kind == "rle":
-        bits = _flat_bits(enc.rle.values, w)
-        if bits not in (8, 16, 32, 64) or _flat_bits(enc.rle.run_lengths, w) != 8:
+        bits = flat_bits(enc.rle.values, w)
+        if bits not in (8, 16, 32, 64) or flat_bits(enc.rle.run_lengths, w) != 8:
             raise UnsupportedEncodingError(f"{w}: RLE of {bits}-bit values")
         try:
             out = rle.decode_rle_block(data, f"<u{bits // 8}", np.uint8, n)
@@ -605,7 +467,7 @@ def block_values(enc: pb.CompressiveEncoding, data, n: int, where: str):
     if kind == "constant":
         return _constant_fixed(enc, n, w)
     if kind == "byte_stream_split":
-        bits = _flat_bits(enc.byte_stream_split.values, f"{w}.values")
+        bits = flat_bits(enc.byte_stream_split.values, f"{w}.values")
         if bits % 8 or not 8 <= bits <= 64:
             raise UnsupportedEncodingError(f"{w}: byte stream split of {bits}-bit values is not supported")
         if data.size < n * bits // 8:
@@ -654,28 +516,21 @@ def _block_variable(data: np.ndarray, n: int, where: str) -> Var:
     return Var(offs, values)
 
 
-def block_levels(enc: pb.CompressiveEncoding, data, n: int, where: str) -> np.ndarray:
-    v = block_values(enc, data, n, where)
-    if not isinstance(v, Fixed) or v.bits != 16:
-        raise UnsupportedEncodingError(f"{where}: levels must decode to 16-bit values")
-    return v.typed()
-
-
 # --------------------------------------------------------------- per value (full-zip)
 
 
 def fixed_value_bits(enc: pb.CompressiveEncoding, where: str) -> int:
     """Bits one value takes in a full-zip page with this encoding."""
-    kind = _kind(enc, where)
+    kind = encoding_kind(enc, where)
     if kind == "flat":
-        return _flat_bits(enc, where)
+        return flat_bits(enc, where)
     if kind == "fixed_size_list":
         fsl = enc.fixed_size_list
         dim = int(fsl.items_per_value)
         vb = (dim + 7) // 8 * 8 if fsl.has_validity else 0
-        if _kind(fsl.values, where) == "constant":
+        if encoding_kind(fsl.values, where) == "constant":
             return vb  # the items live in the encoding, not in the rows
-        bits = _flat_bits(fsl.values, f"{where}.fixed_size_list.values")
+        bits = flat_bits(fsl.values, f"{where}.fixed_size_list.values")
         return vb + dim * bits
     if kind == "constant":
         return 0
@@ -695,10 +550,10 @@ def _constant_fixed(enc: pb.CompressiveEncoding, n: int, w: str) -> Fixed:
 
 def fixed_per_value(enc: pb.CompressiveEncoding, rows: np.ndarray, n: int, where: str):
     """``rows``: (n, bytes_per_value) uint8 (may be a strided view)."""
-    kind = _kind(enc, where)
+    kind = encoding_kind(enc, where)
     w = f"{where}.{kind}"
     if kind == "flat":
-        bits = _flat_bits(enc, w)
+        bits = flat_bits(enc, w)
         if bits % 8:
             raise UnsupportedEncodingError(f"{w}: full-zip values of {bits} bits")
         return Fixed(np.ascontiguousarray(rows).reshape(-1), bits, n)
@@ -706,12 +561,12 @@ def fixed_per_value(enc: pb.CompressiveEncoding, rows: np.ndarray, n: int, where
         fsl = enc.fixed_size_list
         dim = int(fsl.items_per_value)
         vb = (dim + 7) // 8 if fsl.has_validity else 0
-        if _kind(fsl.values, w) == "constant":
+        if encoding_kind(fsl.values, w) == "constant":
             # pylance writes this for fixed-size lists whose items are all null
             # (a constant without a value): the rows hold only item validity
             child = _constant(fsl.values.constant, n * dim, f"{w}.values", allow_empty=True)
         else:
-            bits = _flat_bits(fsl.values, f"{w}.values")
+            bits = flat_bits(fsl.values, f"{w}.values")
             if bits % 8:
                 raise UnsupportedEncodingError(f"{w}: full-zip items of {bits} bits")
             child = Fixed(np.ascontiguousarray(rows[:, vb:]).reshape(-1), bits, n * dim)
@@ -758,7 +613,7 @@ def _var_packed(vps: pb.VariablePackedStruct, offsets: np.ndarray, data: np.ndar
         layout = fe.WhichOneof("layout")
         if layout == "bits_per_value":
             bits = int(fe.bits_per_value)
-            if bits <= 0 or bits % 8 or bits > 64 or _flat_bits(fe.value, w) != bits:
+            if bits <= 0 or bits % 8 or bits > 64 or flat_bits(fe.value, w) != bits:
                 raise UnsupportedEncodingError(f"{w}: packed field of {bits} bits")
             wb = bits // 8
             if np.any(cur + wb > row_end):
@@ -770,11 +625,11 @@ def _var_packed(vps: pb.VariablePackedStruct, offsets: np.ndarray, data: np.ndar
             cur = cur + wb
         elif layout == "bits_per_length":
             lb = int(fe.bits_per_length)
-            if lb not in (8, 16, 32, 64) or _kind(fe.value, w) != "variable":
+            if lb not in (8, 16, 32, 64) or encoding_kind(fe.value, w) != "variable":
                 raise UnsupportedEncodingError(
-                    f"{w}: variable packed field of {lb}-bit lengths over {_kind(fe.value, w)}"
+                    f"{w}: variable packed field of {lb}-bit lengths over {encoding_kind(fe.value, w)}"
                 )
-            _no_buffer_compression(fe.value.variable, "values", w)
+            no_buffer_compression(fe.value.variable, "values", w)
             lw = lb // 8
             if np.any(cur + lw > row_end):
                 raise CorruptFileError(None, f"{w}: a packed field's length runs past its row")
@@ -794,17 +649,17 @@ def _var_packed(vps: pb.VariablePackedStruct, offsets: np.ndarray, data: np.ndar
 
 
 def var_per_value(enc: pb.CompressiveEncoding, offsets: np.ndarray, data: np.ndarray, where: str) -> Var | VarPacked:
-    kind = _kind(enc, where)
+    kind = encoding_kind(enc, where)
     w = f"{where}.{kind}"
     if kind == "variable_packed_struct":
         return _var_packed(enc.variable_packed_struct, offsets, data, w)
     if kind == "variable":
-        _no_buffer_compression(enc.variable, "values", w)
-        _flat_bits(enc.variable.offsets, f"{w}.offsets")
+        no_buffer_compression(enc.variable, "values", w)
+        flat_bits(enc.variable.offsets, f"{w}.offsets")
         return Var(offsets, data)
     if kind == "fsst":
-        if _kind(enc.fsst.values, w) != "variable":
-            raise UnsupportedEncodingError(f"{w}: FSST over {_kind(enc.fsst.values, w)}")
+        if encoding_kind(enc.fsst.values, w) != "variable":
+            raise UnsupportedEncodingError(f"{w}: FSST over {encoding_kind(enc.fsst.values, w)}")
         return _fsst(enc.fsst.symbol_table, Var(offsets, data), w)
     if kind == "general":
         g = enc.general

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from ....errors import CorruptFileError, UnsupportedEncodingError
-from . import compressive as cz
+from . import levels as lv
 from .layout import DEF_LEVELS, LIST_LAYERS, NULL_AND_EMPTY_LIST, NULLABLE_ITEM, NULLABLE_LIST
 from .page import PageBase, Piece
 from .repdef import Structure, page_max_visible
@@ -94,7 +94,7 @@ class AllNullPage(PageBase):
         if enc is not None:
             if count is None:
                 raise CorruptFileError(None, f"{self.where}: compressed {what} levels without a count")
-            return cz.block_levels(enc, raw, int(count), f"{self.where}.{what}_compression")
+            return lv.block_levels(enc, raw, int(count), f"{self.where}.{what}_compression")
         if raw.size % 2:
             raise CorruptFileError(None, f"{self.where}: {what} levels of {raw.size} bytes")
         return np.frombuffer(raw.tobytes(), dtype="<u2").astype(np.uint16)

@@ -9,6 +9,7 @@ import pyarrow as pa
 from ....errors import CorruptFileError
 from ... import dictionary as ldict
 from . import compressive as cz
+from . import levels as lv
 from .page import PageBase, Piece, joined_buffers
 from .repdef import Structure
 from .values import Fixed, as_u8, to_arrow, uint_at
@@ -189,25 +190,25 @@ class MiniBlockPage(PageBase):
                 None, f"{w}: a chunk is smaller than its header ({header} bytes) or lies outside the data"
             )
         # the level count is only needed to decode levels
-        nlev = cz.u16(data, base) if self.has_rep or self.has_def else None
+        nlev = lv.u16(data, base) if self.has_rep or self.has_def else None
         pos = base + 2
         rep_size = def_size = None
         if self.has_rep:
-            rep_size = cz.u16(data, pos)
+            rep_size = lv.u16(data, pos)
             pos = pos + 2
         if self.has_def:
-            def_size = cz.u16(data, pos)
+            def_size = lv.u16(data, pos)
             pos = pos + 2
         sizes = [uint_at(data, pos + k * bw, bw) for k in range(self.num_buffers)]
         cur = _ceil8(pos + self.num_buffers * bw)
         rep = defs = None
         if self.has_rep:
             assert rep_size is not None and nlev is not None  # both read above for a page with rep levels
-            rep = cz.chunk_levels(self.msg.rep_compression, data, cur, rep_size, nlev, f"{w}.rep_compression")
+            rep = lv.chunk_levels(self.msg.rep_compression, data, cur, rep_size, nlev, f"{w}.rep_compression")
             cur = _ceil8(cur + rep_size)
         if self.has_def:
             assert def_size is not None and nlev is not None  # both read above for a page with def levels
-            defs = cz.chunk_levels(self.msg.def_compression, data, cur, def_size, nlev, f"{w}.def_compression")
+            defs = lv.chunk_levels(self.msg.def_compression, data, cur, def_size, nlev, f"{w}.def_compression")
             cur = _ceil8(cur + def_size)
         starts = []
         for k in range(self.num_buffers):
