@@ -47,30 +47,25 @@ def take(
     if idx.size == 0:
         return out_schema.empty_table()
     starts = np.concatenate([[0], np.cumsum(live)])
-    which = np.searchsorted(starts, idx, side="right") - 1
     # the rows of every fragment concerned, taken together (whole_reads.take_whole):
     # each fragment's distinct rows in order, then put back in the order asked
+    uniq, back = np.unique(idx, return_inverse=True)
+    which = np.searchsorted(starts, uniq, side="right") - 1
+    cuts = np.flatnonzero(np.diff(which)) + 1
     readers, wanted, addrs = [], [], []
-    back = np.empty(idx.size, dtype=np.int64)
-    done = 0
-    for fi in np.unique(which):
-        sel = np.nonzero(which == fi)[0]
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), uniq.size]):
+        fi = int(which[lo])
         frag = frags[fi]
         reader = FragmentReader(table.store, frag, fields, file_cache=cache)
-        pos = idx[sel] - starts[fi]
+        phys = uniq[lo:hi] - starts[fi]
         deleted = reader.deleted_rows()
         if len(deleted):
             live_rows = np.setdiff1d(np.arange(frag.physical_rows), deleted.astype(np.int64), assume_unique=True)
-            phys = live_rows[pos]
-        else:
-            phys = pos
-        uniq, inv = np.unique(phys, return_inverse=True)
-        back[sel] = done + inv
-        done += uniq.size
+            phys = live_rows[phys]
         readers.append(reader)
-        wanted.append(uniq)
+        wanted.append(phys)
         if with_row_address:
-            addrs.append((np.uint64(frag.id) << np.uint64(32)) + uniq.astype(np.uint64))
+            addrs.append((np.uint64(frag.id) << np.uint64(32)) + phys.astype(np.uint64))
     try:
         arrays = whole_reads.take_whole(readers, wanted) if fields else []
     finally:

@@ -207,7 +207,9 @@ def one_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     return arr.combine_chunks()
 
 
-def _subtree_ids(f: lschema.LanceField) -> set[int]:
+def _subtree_ids(f: lschema.LanceField) -> set[int] | tuple[int]:
+    if not f.children:  # a leaf, the common case: no walk
+        return (f.id,)
     return {n.id for n in f.walk()}
 
 
@@ -319,19 +321,29 @@ class FileReaderCache:
     """Open data file readers shared by the reads of one table.
 
     Lance data files are immutable, so a file opened once - its footer,
-    schema, page layouts and mini-block chunk tables parsed, its bytes mapped -
-    can serve every later read of the same table object.  At most
-    ``max_files`` files stay open (least recently used first out); a reader
-    dropped from the cache is not closed here but released when nothing uses
-    it any more, so a read running in another thread is never cut short.
-    Each open file holds one descriptor: 64 per table keeps a process with
-    a dozen busy tables well under the common limit of 1024.
+    schema, page layouts and mini-block chunk tables parsed - can serve every
+    later read of the same table object.  A reader dropped from the cache is
+    not closed here but released when nothing uses it any more, so a read
+    running in another thread is never cut short.
+
+    Two budgets.  At most ``max_files`` readers stay (least recently used
+    first out): enough that takes cycling over a table's fragments find them
+    all (a cache smaller than the files a take touches would miss on every
+    one of them, an LRU's worst case).  And at most ``max_descriptors`` of
+    them hold a file descriptor: a local file read again is mapped, and a
+    mapping needs no descriptor; past the budget the reader waiting longest
+    with one is mapped too.  A process with a dozen busy tables stays well
+    under the common descriptor limit of 1024, and its mappings under the
+    kernel's 65,530.
     """
 
-    def __init__(self, store: TableStore, max_files: int = 64) -> None:
+    def __init__(self, store: TableStore, max_files: int = 2048, max_descriptors: int = 64) -> None:
         self.store = store
         self.max_files = max_files
+        self.max_descriptors = max_descriptors
         self._readers: OrderedDict[str, FileReader] = OrderedDict()
+        #: the cached readers that may still hold a descriptor (not yet mapped)
+        self._unmapped: OrderedDict[str, FileReader] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, path: str, size: int = 0) -> FileReader:
@@ -341,33 +353,51 @@ class FileReaderCache:
             r = self._readers.get(path)
             if r is not None:
                 self._readers.move_to_end(path)
+                self._unmapped.pop(path, None)
         if r is not None:
             # read again: worth mapping (a mapping's page faults and unmap
             # cost more than reading a few pieces once, less than re-reading)
-            remap = getattr(r.io, "map", None)
-            if remap is not None:
-                remap()
+            _map(r)
             return r
         r = FileReader(open_data_file(self.store, path, size))
+        over: list[FileReader] = []
         with self._lock:
             have = self._readers.get(path)
             if have is not None:  # another thread opened it meanwhile
                 r.close()
                 return have
             self._readers[path] = r
+            if getattr(r.io, "map", None) is not None:
+                self._unmapped[path] = r
             while len(self._readers) > self.max_files:
-                self._readers.popitem(last=False)
+                gone, _ = self._readers.popitem(last=False)
+                self._unmapped.pop(gone, None)
+            while len(self._unmapped) > self.max_descriptors:
+                over.append(self._unmapped.popitem(last=False)[1])
+        for old in over:  # its descriptor given back, its bytes still a read away
+            _map(old)
         return r
 
     def __len__(self) -> int:
         return len(self._readers)
 
+    def descriptors(self) -> int:
+        """How many cached readers may hold a file descriptor."""
+        return len(self._unmapped)
+
     def close(self) -> None:
         with self._lock:
             readers = list(self._readers.values())
             self._readers.clear()
+            self._unmapped.clear()
         for r in readers:
             r.close()
+
+
+def _map(r: FileReader) -> None:
+    remap = getattr(r.io, "map", None)
+    if remap is not None:
+        remap()
 
 
 def file_reader_cache(table) -> FileReaderCache:

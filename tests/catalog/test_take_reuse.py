@@ -121,3 +121,40 @@ def test_table_close_releases_the_files_takes_keep_open(table_path):
     t.close()
     assert len(cache) == 0 and "_file_reader_cache" not in t.__dict__
     assert t.take([0, 3]).equals(want)  # a closed table's next take opens its files again
+
+
+def test_takes_cycling_over_more_files_than_descriptors_open_each_file_once(tmp_path, monkeypatch):
+    """A take touching more files than the descriptor budget: every file stays
+    cached (mapped), so the next takes open none, and at most the budget holds
+    a descriptor.  An LRU of the budget's size would reopen every file on every
+    take (cycling through more files than it holds, it never hits)."""
+    import tessera.format.table.fragments as fragments
+
+    n = 12
+    path = str(tmp_path / "t")
+    Table.create(path, _batches(n * 100), max_rows_per_file=100)
+    t = Table.open(path)
+    cache = FileReaderCache(t.store, max_descriptors=4)
+    t.__dict__["_file_reader_cache"] = cache
+    full = t.to_arrow()
+    opened: list[str] = []
+    real = fragments.open_data_file
+    monkeypatch.setattr(fragments, "open_data_file", lambda store, p, size=0: opened.append(p) or real(store, p, size))
+    idx = np.arange(5, n * 100, 100)  # one row in each fragment
+    for k in range(3):
+        assert t.take(idx).equals(full.take(pa.array(idx)))
+        assert len(opened) == n, f"take {k + 1} opened files again"
+        assert len(cache) == n and cache.descriptors() <= 4
+    unmapped = [f for f in t.fragments if cache.get(f.files[0].path).io.whole_buffer() is None]
+    assert len(unmapped) == 0  # every one read again since: mapped, no descriptor
+
+
+def test_cache_keeps_at_most_max_files(tmp_path):
+    path = str(tmp_path / "t")
+    Table.create(path, _batches(600), max_rows_per_file=100)
+    t = Table.open(path)
+    cache = FileReaderCache(t.store, max_files=4, max_descriptors=2)
+    for f in t.fragments:
+        cache.get(f.files[0].path)
+        assert len(cache) <= 4 and cache.descriptors() <= 2
+    assert len(cache) == 4

@@ -259,6 +259,9 @@ class MiniBlockPage(PageBase):
         """``(chunks, slot, within)`` for sorted distinct ``rows``: the chunks
         holding them (ascending), each row's index into ``chunks`` and its
         position inside its chunk."""
+        if rows.size == 1:  # one row (a take over many fragments): no array work
+            k = int(np.searchsorted(self.item_start, rows[0], side="right")) - 1
+            return np.array([k]), np.zeros(1, dtype=np.int64), rows - self.item_start[k]
         which = np.searchsorted(self.item_start, rows, side="right") - 1
         n = which.size
         if n > 1:
