@@ -8,7 +8,11 @@ is parsed, whatever its size.
 
 from __future__ import annotations
 
+import hashlib
 import random
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -120,3 +124,49 @@ def decode_for_fragment(
             path, f"deletion file deletes row {int(rows[-1])}, beyond the fragment's {physical_rows} rows"
         )
     return rows
+
+
+#: decoded deletion vectors kept by the process, by their bytes at most
+CACHE_BYTES = 64 << 20
+_CACHE: OrderedDict[tuple, np.ndarray] = OrderedDict()
+_CACHE_HELD = [0]
+_CACHE_LOCK = threading.Lock()
+
+
+def cached(key: tuple, load: Callable[[], np.ndarray]) -> np.ndarray:
+    """The deleted rows ``load()`` returns, decoded once per process for ``key``.
+
+    A deletion file is never rewritten (each has a new random id in its
+    name), so a key naming the table, the file and what the manifest says of
+    it (rows deleted, file type, the fragment's rows) names one decoded
+    vector for good; where reading the bytes again is cheap (local disk) the
+    key holds their digest too, so a file damaged or replaced since is
+    decoded (and checked) again.  The arrays are shared: they are made
+    read-only."""
+    with _CACHE_LOCK:
+        rows = _CACHE.get(key)
+        if rows is not None:
+            _CACHE.move_to_end(key)
+            return rows
+    rows = load()
+    rows.flags.writeable = False
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = rows
+            _CACHE_HELD[0] += rows.nbytes
+            while _CACHE_HELD[0] > CACHE_BYTES and len(_CACHE) > 1:
+                _, old = _CACHE.popitem(last=False)
+                _CACHE_HELD[0] -= old.nbytes
+    return rows
+
+
+def digest(data: bytes | None) -> bytes | None:
+    """A short digest of a deletion file's bytes, for :func:`cached`'s key."""
+    return None if data is None else hashlib.blake2b(data, digest_size=16).digest()
+
+
+def clear_cache() -> None:
+    """Forget every decoded deletion vector (tests)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        _CACHE_HELD[0] = 0

@@ -462,13 +462,22 @@ class FragmentReader:
                         f"{self.store.uri}: fragment {self.fragment.id}'s deletion file is in base path {d.base_id} "
                         "(DeletionFile.base_id); Tessera reads only tables whose files are under the table's own root"
                     )
-                # the row count the deletions apply to is checked first: callers size
-                # arrays by physical_rows (a corrupt count must not allocate 2**40 rows)
-                self.check_physical_rows()
                 path = paths.deletion_file_path(self.fragment.id, d)
-                self._deleted = ldeletion.decode_for_fragment(
-                    self.store.read(path), d, self.fragment.physical_rows, f"{self.store.uri}/{path}"
-                )
+                rows = self.fragment.physical_rows
+                # a remote object is known by its name (one request saved per
+                # fragment and read); a local file's bytes are read again and
+                # known by their digest (the read is cheap, the decode is not)
+                data = None if getattr(self.store, "remote", False) else self.store.read(path)
+
+                def load() -> np.ndarray:
+                    # the row count the deletions apply to is checked first: callers size
+                    # arrays by physical_rows (a corrupt count must not allocate 2**40 rows)
+                    self.check_physical_rows()
+                    raw = self.store.read(path) if data is None else data
+                    return ldeletion.decode_for_fragment(raw, d, rows, f"{self.store.uri}/{path}")
+
+                key = (self.store.uri, path, d.num_deleted_rows, d.file_type, rows, ldeletion.digest(data))
+                self._deleted = ldeletion.cached(key, load)
             else:
                 self._deleted = np.zeros(0, np.uint32)
         return self._deleted

@@ -217,3 +217,24 @@ def test_a_second_scan_reuses_the_parsed_tails_pinned_to_their_etags(counted_s3_
 
     with pytest.raises(CorruptFileError, match="bit width"):
         Table.open(uri, storage_options=opts).to_arrow()
+
+
+def test_a_deletion_file_is_fetched_once_per_process(counted_s3_table):
+    """Deletion files are never rewritten (a new one gets a new random id), so
+    a remote one is known by its name: the second scan sends no GET for it."""
+    from tessera.format.table import deletion
+
+    uri, opts, data, counter = counted_s3_table
+    table = Table.open(uri, storage_options=opts)
+    table.delete("a % 7 = 0")
+    deletion.clear_cache()
+    expected = data.filter(pa.array(data["a"].to_numpy() % 7 != 0))
+
+    def deletion_gets() -> int:
+        with counter.lock:
+            return sum("/_deletions/" in r for r in counter.ranges)
+
+    for k in range(2):
+        counter.reset()
+        assert Table.open(uri, storage_options=opts).to_arrow().equals(expected)
+        assert deletion_gets() == (4 if k == 0 else 0)
