@@ -1,5 +1,5 @@
-"""The C accelerator of FastLanes unpacking (``_fastlanes.c``) decodes exactly
-what the numpy path decodes: every type width and bit width, consecutive
+"""The C accelerator of FastLanes (``_fastlanes.c``) packs and decodes exactly
+what the numpy path packs and decodes: every type width and bit width, consecutive
 blocks and blocks at offsets of mixed widths, unaligned buffers; and it
 refuses sizes and offsets outside its buffers with ValueError (which the page
 decoders report as a corrupt file), never reading past them."""
@@ -61,6 +61,34 @@ def test_blocks_at_offsets_of_mixed_widths_decode_as_the_numpy_path(T, monkeypat
     by_numpy = fl.unpack_blocks_at(data, starts, widths, T)
     assert np.array_equal(by_c, np.concatenate(want))
     assert np.array_equal(by_c, by_numpy)
+
+
+@pytest.mark.parametrize("T", fl.TYPE_BITS)
+def test_every_width_packs_as_the_numpy_path(T, monkeypatch):
+    for W in range(1, T + 1):
+        vals = _values(T, W, 3 * 1024).astype(f"u{T // 8}")
+        by_c = fl.pack(vals, W)
+        with monkeypatch.context() as m:
+            m.setattr(fl, "native", None)
+            by_numpy = fl.pack(vals, W)
+        assert by_c == by_numpy, (T, W)
+        signed = vals.view(f"i{T // 8}")  # signed values are packed as their unsigned bits
+        if W < T or T == 64:
+            assert fl.pack(signed, W) == by_c
+
+
+def test_pack_refuses_what_does_not_fit():
+    vals = np.arange(1024, dtype=np.uint32)
+    with pytest.raises(ValueError, match="does not fit"):
+        fl.pack(vals, 9)
+    with pytest.raises(ValueError, match="too short"):
+        native.pack(vals, bytearray(128 * 10 - 1), 32, 10, 1)
+    with pytest.raises(ValueError, match="too short"):
+        native.pack(vals[:1000], bytearray(128 * 10), 32, 10, 1)
+    with pytest.raises(ValueError, match="aligned"):
+        native.pack(memoryview(b"\0" + vals.tobytes())[1:], bytearray(128 * 10), 32, 10, 1)
+    with pytest.raises(ValueError, match="outside"):
+        native.pack(vals, bytearray(128 * 40), 32, 33, 1)
 
 
 def test_sizes_and_offsets_outside_the_buffers_are_refused():

@@ -16,6 +16,10 @@
  * byte offset of `starts`, each of its own width (the blocks of a mini-block
  * page).  Both write 1024 values of T bits per block into the writable buffer
  * `out`, check every size and offset first, and release the GIL while they run.
+ *
+ * pack(values, out, type_bits, bit_width, blocks) is the writer's inverse of
+ * unpack: `blocks` blocks of 1024 T-bit values (each below 2^W: the caller
+ * checks) into W words per lane, the words of `out` zeroed first.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -371,12 +375,91 @@ static PyObject *utf8_valid(PyObject *Py_UNUSED(self), PyObject *args) {
     return result;
 }
 
+/* The inverse of block_T: 1024 values at `v` into the W * LANES words at `blk`. */
+#define DEFINE_PACK(T, TYPE)                                                                 \
+    static void pack_block_##T(const TYPE *v, unsigned char *blk, int W) {                    \
+        const int lanes = 1024 / T;                                                          \
+        memset(blk, 0, (size_t)W * lanes * sizeof(TYPE));                                    \
+        for (int r = 0; r < T; r++) {                                                        \
+            const int bit = r * W, k = bit / T, s = bit % T;                                 \
+            const TYPE *src = v + FL_ORDER[r / 8] * 16 + (r % 8) * 128;                      \
+            unsigned char *w0 = blk + (size_t)k * lanes * sizeof(TYPE);                      \
+            for (int l = 0; l < lanes; l++) {                                                \
+                TYPE a;                                                                      \
+                memcpy(&a, w0 + (size_t)l * sizeof(TYPE), sizeof(TYPE));                     \
+                a = (TYPE)(a | (TYPE)(src[l] << s));                                         \
+                memcpy(w0 + (size_t)l * sizeof(TYPE), &a, sizeof(TYPE));                     \
+            }                                                                                \
+            if (s + W > T) {                                                                 \
+                unsigned char *w1 = w0 + (size_t)lanes * sizeof(TYPE);                       \
+                for (int l = 0; l < lanes; l++) {                                            \
+                    TYPE c;                                                                  \
+                    memcpy(&c, w1 + (size_t)l * sizeof(TYPE), sizeof(TYPE));                 \
+                    c = (TYPE)(c | (TYPE)(src[l] >> (T - s)));                               \
+                    memcpy(w1 + (size_t)l * sizeof(TYPE), &c, sizeof(TYPE));                 \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+    static void pack_run_##T(const void *in, unsigned char *out, int W, Py_ssize_t n) {      \
+        for (Py_ssize_t b = 0; b < n; b++)                                                   \
+            pack_block_##T((const TYPE *)in + (size_t)b * 1024, out + (size_t)b * 128 * (size_t)W, W); \
+    }
+
+DEFINE_PACK(8, uint8_t)
+DEFINE_PACK(16, uint16_t)
+DEFINE_PACK(32, uint32_t)
+DEFINE_PACK(64, uint64_t)
+
+static PyObject *pack(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer in, out;
+    int type_bits, bit_width;
+    Py_ssize_t blocks;
+    if (!PyArg_ParseTuple(args, "y*w*iin", &in, &out, &type_bits, &bit_width, &blocks)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    void (*run)(const void *, unsigned char *, int, Py_ssize_t) = NULL;
+    switch (type_bits) {
+        case 8: run = pack_run_8; break;
+        case 16: run = pack_run_16; break;
+        case 32: run = pack_run_32; break;
+        case 64: run = pack_run_64; break;
+        default:
+            PyErr_Format(PyExc_ValueError, "FastLanes type width must be 8, 16, 32 or 64, got %d", type_bits);
+    }
+    if (run == NULL) {
+    } else if (bit_width < 1 || bit_width > type_bits) {
+        PyErr_Format(PyExc_ValueError, "FastLanes bit width %d is outside 1..%d", bit_width, type_bits);
+    } else if (blocks < 0 || blocks > PY_SSIZE_T_MAX / (128 * 64)) {
+        PyErr_SetString(PyExc_ValueError, "bad FastLanes block count");
+    } else if (in.len < blocks * 1024 * (Py_ssize_t)(type_bits / 8)) {
+        PyErr_Format(PyExc_ValueError, "FastLanes input of %zd bytes is too short for %zd blocks", in.len, blocks);
+    } else if ((uintptr_t)in.buf % (uintptr_t)(type_bits / 8)) {
+        PyErr_SetString(PyExc_ValueError, "FastLanes values to pack must be aligned to their width");
+    } else if (out.len < blocks * 128 * (Py_ssize_t)bit_width) {
+        PyErr_Format(PyExc_ValueError, "FastLanes output of %zd bytes is too short for %zd blocks of %d bits",
+                     out.len, blocks, bit_width);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        run(in.buf, (unsigned char *)out.buf, bit_width, blocks);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"unpack", unpack, METH_VARARGS,
      "unpack(words, out, type_bits, bit_width, blocks): decode consecutive FastLanes blocks into out."},
     {"unpack_at", unpack_at, METH_VARARGS,
      "unpack_at(data, starts, bit_widths, out, type_bits): decode the block at each byte offset of starts\n"
      "(int64), of the bit width at the same index of bit_widths (int64; 0: zeros), into out."},
+    {"pack", pack, METH_VARARGS,
+     "pack(values, out, type_bits, bit_width, blocks): encode consecutive blocks of 1024 values (each below\n"
+     "2**bit_width) as FastLanes blocks into out."},
     {"utf8_valid", utf8_valid, METH_VARARGS,
      "utf8_valid(data, offsets, offset_bytes, first, n): whether string values first..first+n-1 are valid UTF-8\n"
      "(False also for offsets out of place: ask Arrow then)."},

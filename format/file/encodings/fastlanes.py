@@ -198,6 +198,11 @@ def pack(values: np.ndarray, bit_width: int) -> bytes:
     if bit_width == 0 or num_blocks == 0:
         return b""
     W, T = bit_width, type_bits
+    if native is not None and getattr(native, "pack", None) is not None:
+        src = np.ascontiguousarray(values.astype(dtype, copy=False))
+        out = bytearray(num_blocks * 128 * W)
+        native.pack(src, out, T, W, num_blocks)
+        return bytes(out)
     lanes = BLOCK_VALUES // T
     perm, shift, word_starts, spill, spill_to, spill_shift = _pack_plan(W, T)
     # rows in packing order: row r of a block is its values [base(r), base(r) + LANES)
