@@ -12,6 +12,7 @@ own library (the same rows; ``--fragments`` fragments of equal size), no index.
 
   fragments  full scan, 2 columns, filtered count, a 1% filter, take 1,000 rows
              (each on a table already opened), then open + full scan, compaction
+             of n fragments of 100 rows (timed alone, on a fresh copy each time)
   mutations  update one row by filter and delete one row by filter, 20 in a row
              (the 20 as one line: the table grows a fragment per update)
   versions   versions() of a table of n versions (one-row appends), and open of
@@ -126,21 +127,26 @@ def bench_fragments(root: str, rows: int, counts: list[int], repeat: int) -> Non
             timed(lambda: lance.dataset(theirs).to_table(), repeat),
         )
 
-        def ours_compact(durability: str) -> Callable[[], None]:
-            def run() -> None:
-                o, _ = write_both(root + "-c", data.slice(0, min(rows, 100 * n)), n)
-                Table.open(o, durability=durability).compact()
+        # compaction of n fragments of 100 rows each: both tables written once, each
+        # compaction timed alone on a fresh copy of its table (the copy is not timed)
+        src_ours, src_theirs = write_both(root + "-c", data.slice(0, min(rows, 100 * n)), n)
 
-            return run
+        def compaction(src: str, compact: Callable[[str], object]) -> tuple[float, float]:
+            walls, cpus = [], []
+            for _ in range(repeat):
+                dst = src + "-run"
+                shutil.rmtree(dst, ignore_errors=True)
+                shutil.copytree(src, dst)
+                w, c = time.perf_counter(), time.process_time()
+                compact(dst)
+                walls.append(time.perf_counter() - w)
+                cpus.append(time.process_time() - c)
+            return statistics.median(walls), statistics.median(cpus)
 
-        def theirs_compact() -> None:
-            _, p = write_both(root + "-c", data.slice(0, min(rows, 100 * n)), n)
-            lance.dataset(p).optimize.compact_files()
-
-        # compaction of n fragments (100 rows each), the writes of the tables included on both sides
-        theirs = timed(theirs_compact, 1)
+        theirs = compaction(src_theirs, lambda p: lance.dataset(p).optimize.compact_files())
         for d in DURABILITIES:
-            line(f"compaction of {n:,} small fragments (+ write) {d}", timed(ours_compact(d), 1), theirs)
+            ours_line = compaction(src_ours, lambda p, d=d: Table.open(p, durability=d).compact())
+            line(f"compaction of {n:,} small fragments {d}", ours_line, theirs)
 
 
 def bench_mutations(root: str, rows: int, repeat: int) -> None:
