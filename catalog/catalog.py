@@ -10,11 +10,15 @@ file (``TESSERA_CONFIG`` or ``~/.config/tessera/config.toml``, section
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime as dt
 import json
 import logging
 import os
 import re
+import sqlite3
+import threading
 import tomllib
 import uuid
 from types import TracebackType
@@ -273,8 +277,10 @@ class Catalog:
                 raise CatalogConnectionError(f"cannot open the catalog database {_safe(uri)}: {exc}") from exc
             raise
         self._manifest_store: SqlManifestStore | None = None
+        self._rows = _RowCache(uri)
 
     def close(self) -> None:
+        self._rows.close()
         self.engine.dispose()
         if self._manifest_store is not None:
             self._manifest_store.close()
@@ -485,9 +491,22 @@ class Catalog:
 
     def _table_row(self, ident: Ident) -> tuple[str, str, str]:
         """(name, location, commit store as recorded: "native", "catalog" or a URL with its credentials)."""
+        row = self._snapshot(ident)
+        return f"{row.namespace}.{row.name}", row.uri, row.commit_store
+
+    def _snapshot(self, ident: Ident) -> _TableRecord:
+        """The table's row as read last, while the database has not changed
+        since (:class:`_RowCache`); read again otherwise."""
+        key = self._ident(ident)
+        got = self._rows.get(key)
+        if got is not None:
+            return got
+        generation = self._rows.generation()  # before the read: a change after it is seen next time
         with self._session() as s:
-            row = self._row(s, ident)
-            return f"{row.namespace}.{row.name}", row.uri, row.commit_store
+            row = self._row(s, key)
+            record = _TableRecord(row.namespace, row.name, row.uri, row.commit_store, row.properties, row.created_at)
+        self._rows.put(key, generation, record)
+        return record
 
     def _row(self, s: Session, ident: Ident) -> TableRow:
         ns, name = self._ident(ident)
@@ -498,9 +517,8 @@ class Catalog:
 
     def load_table(self, ident: Ident, version: int | str | None = None) -> Table:
         """The table ``ident`` at its latest version, a version number or a tag."""
-        with self._session() as s:
-            row = self._row(s, ident)
-            uri, store = row.uri, row.commit_store
+        row = self._snapshot(ident)
+        uri, store = row.uri, row.commit_store
         return Table.open(
             uri,
             version=version,
@@ -511,8 +529,7 @@ class Catalog:
 
     def table_exists(self, ident: Ident) -> bool:
         try:
-            with self._session() as s:
-                self._row(s, ident)
+            self._snapshot(ident)
             return True
         except NoSuchTableError:
             return False
@@ -563,8 +580,7 @@ class Catalog:
                 ms.delete_table(normalize_table_uri(uri))
 
     def table_properties(self, ident: Ident) -> dict[str, Any]:
-        with self._session() as s:
-            return _properties(self._row(s, ident).properties)
+        return _properties(self._snapshot(ident).properties)
 
     def update_table_properties(
         self, ident: Ident, updates: dict[str, Any] | None = None, removals: list[str] | None = None
@@ -579,21 +595,99 @@ class Catalog:
             return props
 
     def table_info(self, ident: Ident) -> dict[str, Any]:
-        with self._session() as s:
-            row = self._row(s, ident)
-            return {
-                "name": f"{row.namespace}.{row.name}",
-                "uri": row.uri,
-                "commit_store": _safe(row.commit_store),
-                "properties": _properties(row.properties),
-                "created_at": row.created_at,
-            }
+        row = self._snapshot(ident)
+        return {
+            "name": f"{row.namespace}.{row.name}",
+            "uri": row.uri,
+            "commit_store": _safe(row.commit_store),
+            "properties": _properties(row.properties),
+            "created_at": row.created_at,
+        }
 
     def transaction(self) -> CatalogTransaction:
         """A multi-table transaction (see ``catalog.transaction``)."""
         from .transaction import CatalogTransaction
 
         return CatalogTransaction(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TableRecord:
+    """A table's catalog row, as read (detached from any session)."""
+
+    namespace: str
+    name: str
+    uri: str
+    commit_store: str
+    properties: str
+    created_at: Any
+
+
+class _RowCache:
+    """Table rows read from the catalog database, kept while it is unchanged.
+
+    Every managed-versioning commit asks for its table's row several times
+    (pylance's describe, list and create calls), and reading it costs a
+    query.  A SQLite catalog tells cheaply whether anything changed: its
+    ``PRAGMA data_version``, asked on a connection of our own that never
+    writes, changes whenever any other connection - in this process or any
+    other - commits.  A row is served from here only while that number is
+    the one seen before the row was read, so a table dropped, renamed,
+    re-created or given new properties anywhere is read again.  Other
+    databases have no such signal: every call reads the row."""
+
+    MAX_ROWS = 4096
+
+    def __init__(self, uri: str) -> None:
+        self._path: str | None = None
+        url = sa.engine.make_url(uri)
+        if url.drivername.startswith("sqlite") and url.database not in (None, "", ":memory:"):
+            self._path = url.database
+        self._conn: Any = None
+        self._pid = 0  # the process that opened _conn (a forked child opens its own)
+        self._lock = threading.Lock()
+        self._rows: dict[tuple[str, str], tuple[int, _TableRecord]] = {}
+
+    def generation(self) -> int | None:
+        """The database's change counter now (None: not known, nothing is kept)."""
+        if self._path is None:
+            return None
+        with self._lock:
+            try:
+                if self._conn is None or self._pid != os.getpid():
+                    self._conn = sqlite3.connect(self._path, check_same_thread=False)
+                    self._pid = os.getpid()
+                return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.Error:
+                self._drop_connection()
+                return None
+
+    def get(self, key: tuple[str, str]) -> _TableRecord | None:
+        hit = self._rows.get(key)
+        if hit is None:
+            return None
+        now = self.generation()
+        if now is None or now != hit[0]:
+            return None
+        return hit[1]
+
+    def put(self, key: tuple[str, str], generation: int | None, record: _TableRecord) -> None:
+        if generation is None:
+            return
+        if len(self._rows) >= self.MAX_ROWS:
+            self._rows.clear()
+        self._rows[key] = (generation, record)
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop_connection()
+        self._rows.clear()
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+        self._conn = None
 
 
 def _properties(text: str) -> dict[str, Any]:

@@ -23,9 +23,25 @@ from .options import parse_props
 @click.option("--max-body-bytes", default=1 << 20, show_default=True, type=click.IntRange(min=1))
 @click.option("--storage-option", "-s", multiple=True, help="key=value for an s3:// warehouse (repeatable)")
 @click.option("--vend-storage-options", is_flag=True, help="hand the storage options to clients in describe_table")
+@click.option(
+    "--durability",
+    type=click.Choice(["sync", "none"]),
+    default="sync",
+    show_default=True,
+    help="fsync the versions committed here (none: as pylance by path; README, 'What a commit guarantees')",
+)
 @click.pass_obj
 def serve(
-    obj: Ctx, host, port, workers, token_file, commit_store, max_body_bytes, storage_option, vend_storage_options
+    obj: Ctx,
+    host,
+    port,
+    workers,
+    token_file,
+    commit_store,
+    max_body_bytes,
+    storage_option,
+    vend_storage_options,
+    durability,
 ):
     """Serve the catalog as a Lance REST Namespace: pylance commits through it with
     lance_namespace.connect("rest", {"uri": "http://HOST:PORT"}) (add
@@ -41,6 +57,7 @@ def serve(
     props = {k: v for k, v in props.items() if v is not None}
     props.update({f"storage.{k}": v for k, v in parse_props(storage_option, "--storage-option/-s").items()})
     props.update(create="false", vend_storage_options="true" if vend_storage_options else "false")
+    props["durability"] = durability
     try:
         run_server(props, host=host, port=port, workers=workers, token_file=token_file, max_body_bytes=max_body_bytes)
     except ValueError as exc:  # a bad token file

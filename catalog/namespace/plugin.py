@@ -58,6 +58,7 @@ from lance_namespace import errors as nserr
 from lance_namespace_urllib3_client.models.tag_contents import TagContents
 
 from tessera.commit import accept_transaction, decode_served_request, list_versions
+from tessera.stores.local import check_durability, durability
 from tessera.stores.registry import open_object_store
 
 from ..catalog import Catalog, connect
@@ -78,7 +79,16 @@ class TesseraNamespace(LanceNamespace):
         props = {str(k): str(v) for k, v in properties.items()}
         storage = {k[len("storage.") :]: v for k, v in props.items() if k.startswith("storage.")}
         retry = {k: v for k, v in props.items() if k.startswith("commit.retry.")}
-        known = {"name", "warehouse", "uri", "root_namespace", "vend_storage_options", "create", "commit_store"}
+        known = {
+            "name",
+            "warehouse",
+            "uri",
+            "root_namespace",
+            "vend_storage_options",
+            "create",
+            "commit_store",
+            "durability",
+        }
         unknown = sorted(
             k for k in props if k not in known and k not in storage and not k.startswith(("storage.", "commit.retry."))
         )
@@ -96,6 +106,13 @@ class TesseraNamespace(LanceNamespace):
         self.root_namespace = props.get("root_namespace", "default")
         self.commit_store = props.get("commit_store")
         self.vend_storage_options = props.get("vend_storage_options", "false").lower() in _TRUE
+        #: what the commits made here sync on local disk: "sync" (the default) or
+        #: "none" (pylance's own behaviour; see README, "What a commit guarantees")
+        try:
+            self.durability = check_durability(props.get("durability", "sync"))
+        except ValueError as exc:
+            self.catalog.close()
+            raise nserr.InvalidInputError(str(exc)) from exc
         self.stores = SharedStores(self.catalog)
 
     def namespace_id(self) -> str:
@@ -271,7 +288,7 @@ class TesseraNamespace(LanceNamespace):
         request = as_model(RestoreTableRequest, request)
         if request.branch:
             raise nserr.UnsupportedOperationError("branches are not supported")
-        with translated():
+        with translated(), durability(self.durability):
             self.catalog.load_table(self._table(request.id)).restore(request.version)
             return RestoreTableResponse()
 
@@ -338,7 +355,7 @@ class TesseraNamespace(LanceNamespace):
         request = as_model(CreateTableVersionRequest, request)
         if request.branch:
             raise nserr.UnsupportedOperationError("branches are not supported")
-        with translated():
+        with translated(), durability(self.durability):
             return versions.create_table_version(self.catalog, self._access(request.id), request)
 
     def serve_commit(self, id: list[str], body: dict[str, Any]) -> dict[str, Any]:
@@ -349,8 +366,8 @@ class TesseraNamespace(LanceNamespace):
         as they are (``tessera serve`` sends their names)."""
         request = decode_served_request(body)
         t = self._access(id)
-        entry = t.entry(
-            accept_transaction(
+        with durability(self.durability):
+            version = accept_transaction(
                 t.handler,
                 t.store,
                 request.transaction,
@@ -359,7 +376,7 @@ class TesseraNamespace(LanceNamespace):
                 seconds=request.seconds,
                 label=t.name,
             )
-        )
+        entry = t.entry(version)
         return {"version": entry.version, "manifest_path": entry.manifest_path, "manifest_size": entry.manifest_size}
 
     # -- helpers -------------------------------------------------------------------------

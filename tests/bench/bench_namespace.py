@@ -1,6 +1,6 @@
 """Append latency of pylance committing through Tessera's Lance Namespace vs pylance by URI.
 
-    python tests/bench/bench_namespace.py [--commits 200] [--only uri,ns-native,...]
+    python tests/bench/bench_namespace.py [--commits 200] [--only uri,ns-native,...] [--durability sync|none]
 
 Every mode runs in the same process and run, one 1-row append per commit
 (``lance.write_dataset(mode="append")``), on local disk:
@@ -30,6 +30,10 @@ import time
 from collections.abc import Iterator
 
 import pyarrow as pa
+
+#: Tessera's durability in every mode (--durability): "sync" (its default) or "none"
+#: (pylance's behaviour: pylance by URI syncs nothing)
+DURABILITY = ["sync"]
 
 MODES = ["uri", "ns-native", "ns-catalog", "ns-redis", "rest-native", "t-uri", "t-served", "t-managed"]
 
@@ -70,7 +74,8 @@ def bench_plugin(work: str, n: int, commit_store: str) -> list[float]:
 
     import tessera  # noqa: F401 - registers "tessera"
 
-    ns = lance_namespace.connect("tessera", {"warehouse": os.path.join(work, "wh"), "commit_store": commit_store})
+    props = {"warehouse": os.path.join(work, "wh"), "commit_store": commit_store, "durability": DURABILITY[0]}
+    ns = lance_namespace.connect("tessera", props)
     return _through(ns, n)
 
 
@@ -87,7 +92,7 @@ def _server(work: str) -> Iterator[str]:
     tessera_cli = os.path.join(os.path.dirname(sys.executable), "tessera")
     wh = os.path.join(work, "wh-rest")
     server = subprocess.Popen(
-        [tessera_cli, "--warehouse", wh, "serve", "--port", str(port)],
+        [tessera_cli, "--warehouse", wh, "serve", "--port", str(port), "--durability", DURABILITY[0]],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -117,7 +122,7 @@ def bench_rest(work: str, n: int) -> list[float]:
 def bench_tessera_uri(work: str, n: int) -> list[float]:
     import tessera
 
-    t = tessera.Table.create(os.path.join(work, "t"), _row(-1))
+    t = tessera.Table.create(os.path.join(work, "t"), _row(-1), durability=DURABILITY[0])
     return _timed(n, lambda i: t.append(_row(i)))
 
 
@@ -131,7 +136,7 @@ def bench_tessera_rest(work: str, n: int, served: bool) -> list[float]:
         ns = lance_namespace.connect("rest", {"uri": url})
         ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["b"], mode="exist_ok"))
         lance.write_dataset(_row(-1), namespace_client=ns, table_id=["b", "t"], mode="create")
-        t = tessera.Table.open("b.t", namespace=url)
+        t = tessera.Table.open("b.t", namespace=url, durability=DURABILITY[0])
         if not served:
             t._handler.served = None  # commit as pylance does: stage, then create_table_version
         return _timed(n, lambda i: t.append(_row(i)))
@@ -141,7 +146,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--commits", type=int, default=200)
     ap.add_argument("--only", default=",".join(MODES))
+    ap.add_argument("--durability", choices=["sync", "none"], default="sync")
     args = ap.parse_args()
+    DURABILITY[0] = args.durability
     modes = [m for m in args.only.split(",") if m]
     results: dict[str, list[float]] = {}
     for mode in modes:
