@@ -250,11 +250,11 @@ class NativeCommitHandler(CommitsItself):
     # -- managed versioning's server half ---------------------------------------------
 
     def latest_entry(self, store: ObjectStore) -> VersionEntry | None:
-        names, _ = tstore.list_versions(store)
-        if not names:
+        latest = mf.latest_manifest(store.list(paths.VERSIONS_DIR))  # one listing, one name parsed
+        if latest is None:
             return None
-        v = max(names)
-        rel = paths.version_path(names[v])
+        v, name, _ = latest
+        rel = paths.version_path(name)
         return VersionEntry(v, rel, store.size(rel))
 
     def commit_staged(
