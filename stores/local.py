@@ -553,15 +553,26 @@ class LocalObjectStore:
         if self.syncs:
             _fsync_dir(directory)
 
-    def link_if_not_exists(self, src: str, dst: str) -> None:
+    def link_if_not_exists(self, src: str, dst: str, *, sync_src: bool = False) -> None:
         """Give the (complete, fsynced) object ``src`` the name ``dst`` too, only
         if ``dst`` is absent (AlreadyExistsError otherwise); the directory is
         fsynced, so the name is durable when it returns.  The create-only copy
         of a staged manifest to its final name, without writing its bytes
-        again.  ObjectNotFoundError when ``src`` is gone; a file system without
-        hard links raises OSError(ENOTSUP/EPERM/EXDEV): copy instead."""
+        again.  ``sync_src``: ``src`` was not fsynced by its writer (pylance's
+        staged manifest): it is, before the link, when this store syncs.
+        ObjectNotFoundError when ``src`` is gone; a file system without hard
+        links raises OSError(ENOTSUP/EPERM/EXDEV): copy instead."""
         final = self._full(dst)
-        if self.syncs:
+        if self.syncs and sync_src:
+            try:
+                fd = os.open(self._full(src), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError as exc:
+                raise ObjectNotFoundError(f"{self.root}/{src} does not exist") from exc
+            try:
+                _sync_together(fd)
+            finally:
+                os.close(fd)
+        elif self.syncs:
             _sync_together(None)  # (the staged manifest's put synced the round's files already)
         try:
             os.link(self._full(src), final)

@@ -8,6 +8,7 @@ table: natively (:mod:`.native`), through an external manifest store
 from __future__ import annotations
 
 import contextlib
+import errno
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import numpy as np
 from tessera.format.protos import table_pb2, transaction_pb2
 from tessera.format.table import manifest as mf
 from tessera.format.table import paths
-from tessera.stores.errors import IncarnationMismatchError
+from tessera.stores.errors import AlreadyExistsError, IncarnationMismatchError, ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore
 
 from ..lineage import CONFIG_INCARNATION, incarnation_of
@@ -243,3 +244,30 @@ def bind_incarnation(handler: _Bindable, manifest: table_pb2.Manifest, uri: str)
             f"{handler.incarnation}: the table was dropped and recreated since; reopen it"
         )
     handler.incarnation, handler.bound = inc, True
+
+
+def create_final(store: ObjectStore, staged: str, final: str, data: bytes, *, sync_staged: bool = False) -> None:
+    """Create ``final`` holding ``data``, the content of the staged manifest
+    ``staged`` (create-only; AlreadyExistsError when taken).  A local store
+    links the staged file to the final name instead of writing the bytes
+    again (creating a file costs a local disk more than anything else a
+    commit does); ``sync_staged``: the staged file was written by someone
+    else (pylance, through a namespace) and is fsynced first when the store
+    syncs.  A staged manifest is written once, under a name of its own, and
+    never again: the file linked is the one whose bytes were checked."""
+    link = getattr(store, "link_if_not_exists", None)
+    if link is not None:
+        try:
+            if sync_staged:
+                link(staged, final, sync_src=True)
+            else:
+                link(staged, final)
+            return
+        except ObjectNotFoundError:
+            pass  # the staged file is gone (cleaned up by a reader that finished the commit?): write it
+        except AlreadyExistsError:
+            raise
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+                raise
+    store.put_if_not_exists(final, data)

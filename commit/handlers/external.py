@@ -22,7 +22,6 @@ ours, theirs, or unknown (:class:`CommitOutcomeUnknownError`).
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
 import uuid
@@ -64,6 +63,7 @@ from .base import (
     CommitsItself,
     VersionEntry,
     bind_incarnation,
+    create_final,
     local_commit_lock,
 )
 
@@ -275,7 +275,7 @@ class ExternalCommitHandler(CommitsItself):
         def attempt() -> str:
             if data is not None:
                 try:
-                    _create_final(store, record.path, final, data)
+                    create_final(store, record.path, final, data)
                     return record.transaction_uuid
                 except AlreadyExistsError:
                     pass
@@ -503,22 +503,3 @@ class ExternalCommitHandler(CommitsItself):
 def _foreign_id(data: bytes) -> str:
     """An id for a foreign manifest that names no transaction (content hash)."""
     return "foreign-" + hashlib.sha256(data).hexdigest()[:40]
-
-
-def _create_final(store: ObjectStore, staged: str, final: str, data: bytes) -> None:
-    """Create ``final`` holding ``data`` (create-only; AlreadyExistsError when taken).
-    A local store links the staged file (``data``, already written and fsynced)
-    to the final name instead of writing and fsyncing the bytes again."""
-    link = getattr(store, "link_if_not_exists", None)
-    if link is not None:
-        try:
-            link(staged, final)
-            return
-        except ObjectNotFoundError:
-            pass  # the staged file is gone (cleaned up by a reader that finished the commit?): write it
-        except AlreadyExistsError:
-            raise
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
-                raise
-    store.put_if_not_exists(final, data)

@@ -41,7 +41,15 @@ from ..errors import (
 from ..lineage import CONFIG_INCARNATION, fingerprint_at, incarnation_of, transaction_uuid, transaction_uuid_of
 from ..retry import DEFAULT_POLICY, RetryPolicy
 from ..txn_files import repair_transaction_files
-from .base import CONFIG_COORDINATOR, CONFIG_STORE, CommitsItself, VersionEntry, bind_incarnation, local_commit_lock
+from .base import (
+    CONFIG_COORDINATOR,
+    CONFIG_STORE,
+    CommitsItself,
+    VersionEntry,
+    bind_incarnation,
+    create_final,
+    local_commit_lock,
+)
 
 __all__ = ["NativeCommitHandler"]
 
@@ -140,7 +148,10 @@ class NativeCommitHandler(CommitsItself):
         txn_uuid: str,
         base: mf.ManifestFile | None,
         deadline: float | None = None,
+        staged: str | None = None,
     ) -> None:
+        """``staged``: a staged manifest holding ``data`` (a namespace client's),
+        given the final name instead of writing ``data`` again."""
         self.check_store(store)
         self._read_back = None  # only the rebase right after this commit may use a read-back
         if base is not None:
@@ -148,7 +159,10 @@ class NativeCommitHandler(CommitsItself):
         path = paths.manifest_path(version, scheme)
         for _ in range(3):
             try:
-                store.put_if_not_exists(path, data)
+                if staged is not None:
+                    create_final(store, staged, path, data, sync_staged=True)
+                else:
+                    store.put_if_not_exists(path, data)
                 return
             except AlreadyExistsError as exc:
                 theirs = self._owner(store, path, deadline)
@@ -267,7 +281,8 @@ class NativeCommitHandler(CommitsItself):
         txn_uuid: str,
         deadline: float | None = None,
     ) -> None:
-        """The put of the final name decides; the staged file is then removed."""
-        self.commit(store, version, data, scheme, txn_uuid, None, deadline)
+        """The put of the final name decides (a link of the staged file on
+        local disk); the staged file's own name is then removed."""
+        self.commit(store, version, data, scheme, txn_uuid, None, deadline, staged=staged)
         with contextlib.suppress(StoreError, OSError):
             store.delete(staged)
