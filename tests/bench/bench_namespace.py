@@ -3,7 +3,8 @@
     python tests/bench/bench_namespace.py [--commits 200] [--only uri,ns-native,...] [--durability sync|none]
 
 Every mode runs in the same process and run, one 1-row append per commit
-(``lance.write_dataset(mode="append")``), on local disk:
+(``lance.write_dataset(mode="append")``), on local disk, the modes taking
+turns in blocks of 25 appends (a machine whose speed drifts meets them all):
   uri            pylance by URI (no namespace): the baseline
   ns-native      the Python plugin (TesseraNamespace), native put-if-not-exists
   ns-catalog     the Python plugin, the catalog's SQLite manifest store
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
@@ -42,41 +43,36 @@ def _row(i: int) -> pa.Table:
     return pa.table({"i": pa.array([i], pa.int64()), "s": [f"row-{i}"]})
 
 
-def _timed(n: int, append) -> list[float]:
-    out = []
-    for i in range(n):
-        t0 = time.perf_counter()
-        append(i)
-        out.append(time.perf_counter() - t0)
-    return out
+Append = Callable[[int], object]
 
 
-def bench_uri(work: str, n: int) -> list[float]:
+def setup_uri(stack: contextlib.ExitStack, work: str) -> Append:
     import lance
 
     path = os.path.join(work, "uri.lance")
     lance.write_dataset(_row(-1), path)
-    return _timed(n, lambda i: lance.write_dataset(_row(i), path, mode="append"))
+    return lambda i: lance.write_dataset(_row(i), path, mode="append")
 
 
-def _through(ns, n: int) -> list[float]:
+def _through(ns) -> Append:
     import lance
     import lance_namespace
 
     ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["b"], mode="exist_ok"))
     tid = ["b", "t"]
     lance.write_dataset(_row(-1), namespace_client=ns, table_id=tid, mode="create")
-    return _timed(n, lambda i: lance.write_dataset(_row(i), namespace_client=ns, table_id=tid, mode="append"))
+    return lambda i: lance.write_dataset(_row(i), namespace_client=ns, table_id=tid, mode="append")
 
 
-def bench_plugin(work: str, n: int, commit_store: str) -> list[float]:
+def setup_plugin(stack: contextlib.ExitStack, work: str, commit_store: str) -> Append:
     import lance_namespace
 
     import tessera  # noqa: F401 - registers "tessera"
 
     props = {"warehouse": os.path.join(work, "wh"), "commit_store": commit_store, "durability": DURABILITY[0]}
     ns = lance_namespace.connect("tessera", props)
-    return _through(ns, n)
+    stack.callback(ns.close)
+    return _through(ns)
 
 
 def _free_port() -> int:
@@ -112,34 +108,49 @@ def _server(work: str) -> Iterator[str]:
         server.wait(10)
 
 
-def bench_rest(work: str, n: int) -> list[float]:
+def setup_rest(stack: contextlib.ExitStack, work: str) -> Append:
     import lance_namespace
 
-    with _server(work) as url:
-        return _through(lance_namespace.connect("rest", {"uri": url}), n)
+    url = stack.enter_context(_server(work))
+    return _through(lance_namespace.connect("rest", {"uri": url}))
 
 
-def bench_tessera_uri(work: str, n: int) -> list[float]:
+def setup_tessera_uri(stack: contextlib.ExitStack, work: str) -> Append:
     import tessera
 
     t = tessera.Table.create(os.path.join(work, "t"), _row(-1), durability=DURABILITY[0])
-    return _timed(n, lambda i: t.append(_row(i)))
+    return lambda i: t.append(_row(i))
 
 
-def bench_tessera_rest(work: str, n: int, served: bool) -> list[float]:
+def setup_tessera_rest(stack: contextlib.ExitStack, work: str, served: bool) -> Append:
     import lance
     import lance_namespace
 
     import tessera
 
-    with _server(work) as url:
-        ns = lance_namespace.connect("rest", {"uri": url})
-        ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["b"], mode="exist_ok"))
-        lance.write_dataset(_row(-1), namespace_client=ns, table_id=["b", "t"], mode="create")
-        t = tessera.Table.open("b.t", namespace=url, durability=DURABILITY[0])
-        if not served:
-            t._handler.served = None  # commit as pylance does: stage, then create_table_version
-        return _timed(n, lambda i: t.append(_row(i)))
+    url = stack.enter_context(_server(work))
+    ns = lance_namespace.connect("rest", {"uri": url})
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["b"], mode="exist_ok"))
+    lance.write_dataset(_row(-1), namespace_client=ns, table_id=["b", "t"], mode="create")
+    t = tessera.Table.open("b.t", namespace=url, durability=DURABILITY[0])
+    if not served:
+        t._handler.served = None  # commit as pylance does: stage, then create_table_version
+    return lambda i: t.append(_row(i))
+
+
+SETUPS: dict[str, Callable[[contextlib.ExitStack, str], Append]] = {
+    "uri": setup_uri,
+    "ns-native": lambda st, w: setup_plugin(st, w, "native"),
+    "ns-catalog": lambda st, w: setup_plugin(st, w, "catalog"),
+    "ns-redis": lambda st, w: setup_plugin(st, w, "redis://127.0.0.1:6379/0"),
+    "rest-native": setup_rest,
+    "t-uri": setup_tessera_uri,
+    "t-served": lambda st, w: setup_tessera_rest(st, w, True),
+    "t-managed": lambda st, w: setup_tessera_rest(st, w, False),
+}
+
+#: appends timed per mode in turn: every mode meets the machine in the same states
+BLOCK = 25
 
 
 def main() -> None:
@@ -150,28 +161,25 @@ def main() -> None:
     args = ap.parse_args()
     DURABILITY[0] = args.durability
     modes = [m for m in args.only.split(",") if m]
-    results: dict[str, list[float]] = {}
-    for mode in modes:
-        work = tempfile.mkdtemp(prefix=f"bench-ns-{mode}-")
-        try:
-            if mode == "uri":
-                results[mode] = bench_uri(work, args.commits)
-            elif mode == "ns-native":
-                results[mode] = bench_plugin(work, args.commits, "native")
-            elif mode == "ns-catalog":
-                results[mode] = bench_plugin(work, args.commits, "catalog")
-            elif mode == "ns-redis":
-                results[mode] = bench_plugin(work, args.commits, "redis://127.0.0.1:6379/0")
-            elif mode == "rest-native":
-                results[mode] = bench_rest(work, args.commits)
-            elif mode == "t-uri":
-                results[mode] = bench_tessera_uri(work, args.commits)
-            elif mode in ("t-served", "t-managed"):
-                results[mode] = bench_tessera_rest(work, args.commits, served=mode == "t-served")
-            else:
-                raise SystemExit(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+    unknown = [m for m in modes if m not in SETUPS]
+    if unknown:
+        raise SystemExit(f"unknown mode {unknown[0]!r}; choose from {', '.join(MODES)}")
+    results: dict[str, list[float]] = {m: [] for m in modes}
+    with contextlib.ExitStack() as stack:
+        appends = {}
+        for mode in modes:
+            work = tempfile.mkdtemp(prefix=f"bench-ns-{mode}-")
+            stack.callback(shutil.rmtree, work, True)
+            appends[mode] = SETUPS[mode](stack, work)
+        done = 0
+        while done < args.commits:
+            n = min(BLOCK, args.commits - done)
+            for mode in modes:
+                for i in range(done, done + n):
+                    t0 = time.perf_counter()
+                    appends[mode](i)
+                    results[mode].append(time.perf_counter() - t0)
+            done += n
     base = statistics.median(results["uri"]) if "uri" in results else None
     print(f"{'mode':<12} {'median ms':>10} {'p90 ms':>9} {'vs uri':>8}   ({args.commits} one-row appends each)")
     for mode, times in results.items():
