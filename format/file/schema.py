@@ -196,10 +196,14 @@ _EXTENSION_KEYS = ("ARROW:extension:name", "ARROW:extension:metadata")
 
 
 def _meta_value(metadata: dict, key: str) -> str | None:
-    for k, v in (metadata or {}).items():
-        if (k.decode() if isinstance(k, bytes) else k) == key:
-            return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
-    return None
+    if not metadata:
+        return None
+    v = metadata.get(key)
+    if v is None:
+        v = metadata.get(key.encode())
+    if v is None:  # keys are str (read from a file) or bytes (from Arrow): both asked
+        return None
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
 
 
 @dataclass

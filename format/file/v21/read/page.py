@@ -80,7 +80,7 @@ class PageBase:
         self.num_rows = int(page.length)
         # a tuple of tuples of numbers: pages stay in the parsed-tail cache, and
         # these are no work for the garbage collector (lists would be)
-        self.buffers = tuple(zip((int(o) for o in page.buffer_offsets), (int(n) for n in page.buffer_sizes)))
+        self.buffers = tuple(zip(page.buffer_offsets, page.buffer_sizes))  # protobuf gives Python ints
         self.meta_loaded = False
 
     def _init_layers(self, msg) -> None:
