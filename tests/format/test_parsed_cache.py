@@ -48,6 +48,21 @@ def _rewrite_in_place(path, data: bytes) -> None:
     assert os.stat(path).st_mtime_ns == st.st_mtime_ns and os.stat(path).st_ino == st.st_ino
 
 
+def test_a_parsed_tail_keeps_pages_not_the_column_metadata_they_came_from(tmp_path):
+    """A parsed tail lives in the process cache: once a column's pages are
+    built, its ColumnMetadata message is let go (one object fewer per column
+    for the garbage collector to walk); a later reader still reads it."""
+    path = tmp_path / "f.lance"
+    data = pa.table({"a": np.arange(1_000, dtype=np.int64), "b": np.arange(1_000, dtype=np.float64)})
+    write_file(path, data)
+    r = FileReader(path)
+    assert r.read(columns=["a"]).equals(data.select(["a"]))
+    parsed = r._container.parsed
+    assert 0 in parsed.pages and 0 not in parsed.columns
+    assert FileReader(path).read().equals(data)
+    assert set(parsed.pages) == {0, 1} and not parsed.columns
+
+
 def test_a_file_changed_in_place_is_parsed_again(tmp_path):
     """Same path, inode, size and modification time, other bytes: the tail
     read back differs, so nothing parsed before is used."""

@@ -146,9 +146,9 @@ class FieldDecoder:
         if hit is not None and hit[0] is field:
             self.leaves = hit[1]
         else:
-            self.leaves = [
+            self.leaves = tuple(  # a tuple: it stays in the parsed-tail cache, less work for the collector
                 _Leaf(leaf, first_column + i, kinds) for i, (leaf, kinds) in enumerate(_leaves_with_kinds(field, []))
-            ]
+            )
             if shared is not None:
                 shared.leaves[key] = (field, self.leaves)
         self._types: dict[int, pa.DataType] = {}
@@ -205,6 +205,9 @@ class FieldDecoder:
         leaf.pages = kept  # type: ignore[assignment]
         if shared is not None:
             shared.pages[leaf.column] = (kept, row_starts)
+            # the pages hold what the column's metadata said: the message itself goes (a parsed
+            # tail lives in the process cache, and every object it keeps is the collector's work)
+            shared.columns.pop(leaf.column, None)
         return kept, row_starts  # type: ignore[return-value]
 
     def _read_leaf(self, leaf: _Leaf, start: int, stop: int) -> tuple[pa.Array, list[LayerOut]]:
