@@ -82,21 +82,31 @@ class MiniBlockPage(PageBase):
         wsize = 4 if self.large else 2
         if meta.size % wsize:
             raise CorruptFileError(None, f"{w}: chunk metadata of {meta.size} bytes")
-        words = np.frombuffer(meta.tobytes(), dtype=f"<u{wsize}").astype(np.int64)
-        nchunks = words.size
-        self.chunk_bytes = ((words >> 4) + 1) * 8
-        logs = words & 0xF
-        counts = np.left_shift(np.int64(1), logs)
-        if nchunks:
-            rest = self.num_items - int(counts[:-1].sum())
-            if rest < 0 or (logs[-1] and counts[-1] != rest):
+        if meta.size == wsize:  # one chunk (a small page): the same, without array arithmetic
+            word = int.from_bytes(meta.tobytes(), "little")
+            nchunks, log = 1, word & 0xF
+            if log and 1 << log != self.num_items:
                 raise CorruptFileError(None, f"{w}: chunk value counts do not add up to {self.num_items} items")
-            counts[-1] = rest
-        elif self.num_items:
-            raise CorruptFileError(None, f"{w}: {self.num_items} items but no chunks")
-        self.counts = counts
-        self.item_start = np.cumsum(counts) - counts
-        self.chunk_off = np.cumsum(self.chunk_bytes) - self.chunk_bytes
+            self.chunk_bytes = np.array([((word >> 4) + 1) * 8], dtype=np.int64)
+            self.counts = counts = np.array([self.num_items], dtype=np.int64)
+            self.item_start = np.zeros(1, dtype=np.int64)
+            self.chunk_off = np.zeros(1, dtype=np.int64)
+        else:
+            words = np.frombuffer(meta.tobytes(), dtype=f"<u{wsize}").astype(np.int64)
+            nchunks = words.size
+            self.chunk_bytes = ((words >> 4) + 1) * 8
+            logs = words & 0xF
+            counts = np.left_shift(np.int64(1), logs)
+            if nchunks:
+                rest = self.num_items - int(counts[:-1].sum())
+                if rest < 0 or (logs[-1] and counts[-1] != rest):
+                    raise CorruptFileError(None, f"{w}: chunk value counts do not add up to {self.num_items} items")
+                counts[-1] = rest
+            elif self.num_items:
+                raise CorruptFileError(None, f"{w}: {self.num_items} items but no chunks")
+            self.counts = counts
+            self.item_start = np.cumsum(counts) - counts
+            self.chunk_off = np.cumsum(self.chunk_bytes) - self.chunk_bytes
         if nchunks and int(self.chunk_off[-1] + self.chunk_bytes[-1]) > self.buffers[1][1]:
             raise CorruptFileError(None, f"{w}: chunks run past the end of the page's data buffer")
         i = 1
