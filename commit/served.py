@@ -36,10 +36,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -60,6 +58,9 @@ from .errors import (
     TooMuchContentionError,
     VersionNotFoundError,
 )
+
+if TYPE_CHECKING:
+    import urllib.error
 
 __all__ = [
     "ERRORS",
@@ -235,6 +236,8 @@ class HttpServedCommits:
     def send(self, table_id: list[str], body: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         if self.supported is False:
             return None
+        import urllib.error  # on first use: a process that never sends pays nothing for http.client
+        import urllib.request
         from urllib.parse import quote
 
         path = SERVED_ROUTE.format(id=quote(self.delimiter.join(table_id), safe=""))

@@ -10,7 +10,17 @@ import subprocess
 import sys
 import textwrap
 
-HEAVY = ("sqlalchemy", "botocore", "boto3", "redis", "pyarrow.dataset", "sqlglot", "lance_namespace", "click")
+HEAVY = (
+    "sqlalchemy",
+    "botocore",
+    "boto3",
+    "redis",
+    "pyarrow.dataset",
+    "sqlglot",
+    "lance_namespace",
+    "click",
+    "urllib.request",  # served commits send with it: imported on the first request
+)
 
 
 def _modules_after(code: str) -> list[str]:
