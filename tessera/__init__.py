@@ -34,7 +34,7 @@ if _os.path.isfile(_os.path.join(_root, "pyproject.toml")) and _os.path.isfile(
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
 
-from .catalog import errors  # noqa: E402
+from . import errors  # noqa: E402
 from .catalog.errors import TesseraError  # noqa: E402
 from .catalog.table import Table  # noqa: E402
 from .stores.local import durability  # noqa: E402
