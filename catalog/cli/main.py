@@ -53,7 +53,7 @@ class _Group(click.Group):
             OSError,
         ) as exc:
             render.err_console.print(
-                f"[bold red]error:[/] {_cli_message(exc)}", markup=True, highlight=False, soft_wrap=True
+                render.styled("bold red", "error:", f" {_cli_message(exc)}"), highlight=False, soft_wrap=True
             )
             sys.exit(2)
         finally:

@@ -121,6 +121,6 @@ def repair(obj: Ctx, name):
     problems = obj.table(name, write=True).repair()
     if problems:
         for p in problems:
-            render.err_console.print(f"[red]{p}[/]")
+            render.err_console.print(render.styled("red", p))
         sys.exit(1)
     render.console.print(f"{name}: no half-done commits left")

@@ -13,9 +13,12 @@ import pyarrow as pa
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
+from rich.text import Text
 
-console = Console()
-err_console = Console(stderr=True)
+# markup off: what is printed is text (names, paths, messages like "pip install 'tessera[postgres]'"),
+# never rich's markup; the few styled words are marked up explicitly (``styled``)
+console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
 
 MIN_CELL = 8  # a column is never squeezed below this many characters (or its content, if shorter)
 MAX_CELL = 40  # nor widened beyond this
@@ -24,7 +27,12 @@ MAX_CELL = 40  # nor widened beyond this
 def fresh_consoles() -> None:
     """Fresh consoles for this invocation (the terminal width is read now: COLUMNS or the terminal)."""
     global console, err_console
-    console, err_console = Console(), Console(stderr=True)
+    console, err_console = Console(markup=False), Console(stderr=True, markup=False)
+
+
+def styled(style: str, word: str, rest: str = "") -> Text:
+    """``word`` in ``style``, then ``rest`` as plain text (nothing in it is markup)."""
+    return Text.assemble((word, style), rest)
 
 
 def _cell(v) -> str:
@@ -151,7 +159,7 @@ def show(table: pa.Table, title: str | None = None, note: str | None = None) -> 
 
 def progress(label: str, total: int):
     return Progress(
-        TextColumn(label),
+        TextColumn(label, markup=False),
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
@@ -165,7 +173,7 @@ def phases(label: str) -> Iterator[Callable[[str, int, int], None]]:
     """A progress bar (on stderr, removed when done) fed by an operation's
     ``progress(phase, done, total)`` calls: one bar, relabelled per phase."""
     with Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),

@@ -33,7 +33,7 @@ def store_check(url, storage_option, output):
         probe_conditional_put(open_object_store(url, opts))
         if output == "json":
             return render.print_json({"url": url, "kind": "object store", "conditional_put": "ok"})
-        render.console.print(f"[green]ok[/]: {url} refuses a second conditional write")
+        render.console.print(render.styled("green", "ok", f": {url} refuses a second conditional write"))
         return
     from tessera.stores.registry import open_manifest_store
 
@@ -48,7 +48,7 @@ def store_check(url, storage_option, output):
         return render.print_json(
             {"url": ms.identity(), "kind": "manifest store", "schema": "ok", "store_id": str(store_id)}
         )
-    render.console.print(f"[green]ok[/]: {ms.identity()} is reachable and its schema is current")
+    render.console.print(render.styled("green", "ok", f": {ms.identity()} is reachable and its schema is current"))
     render.console.print(f"schema: ok\nstore id: {store_id}")
 
 

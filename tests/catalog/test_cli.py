@@ -441,3 +441,34 @@ def test_cli_zone_map_indices(sq):
     assert "rows_per_zone must be a positive integer" in fails(
         args, "index", "create", name, "id", "--rows-per-zone", "0"
     )
+
+
+def test_text_in_square_brackets_is_printed_as_it_is(sq):
+    """rich's markup is off: a message, a name or a path holding '[...]' keeps
+    its text ("pip install 'tessera[postgres]'" lost its extra before)."""
+    args, ns, tmp = sq
+    _files(tmp)
+    weird = tmp / "data[v2]"
+    weird.mkdir()
+    (weird / "a.parquet").write_bytes((tmp / "a.parquet").read_bytes())
+    run(args, "create", f"{ns}.t", str(weird / "a.parquet"))
+    msg = fails(args, "head", f"{ns}.missing[x]")
+    assert "missing[x]" in msg, msg
+    bad = tmp / "bad[red]x.parquet"
+    bad.write_text("not parquet")
+    msg = fails(args, "append", f"{ns}.t", str(bad))
+    assert "bad[red]x.parquet" in msg, msg
+    out = run(args, "scan", f"{ns}.t", "--columns", "city").output
+    assert "SF" in out
+
+
+def test_error_messages_keep_bracketed_install_hints():
+    from tessera.catalog.cli import render
+
+    render.fresh_consoles()
+    with render.err_console.capture() as cap:
+        render.err_console.print("install tessera[postgres] or tessera[mysql]")
+    with render.console.capture() as out:
+        render.console.print("pip install 'tessera[server]'")
+    assert "install tessera[postgres] or tessera[mysql]" in cap.get()
+    assert "'tessera[server]'" in out.get()
