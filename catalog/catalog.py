@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import difflib
 import json
 import logging
 import os
@@ -165,6 +166,10 @@ def _load_config(name: str | None) -> dict[str, Any]:
     return cfg
 
 
+#: the keyword arguments connect() passes on to Catalog
+_CATALOG_OPTIONS = {"default_file_version", "retry", "properties"}
+
+
 def connect(
     name_or_uri: str | None = None,
     warehouse: str | None = None,
@@ -187,6 +192,12 @@ def connect(
     ``s3://bucket/prefix``).  Arguments win over the config.  With
     ``create=False`` nothing is created or migrated (no warehouse folder, no
     database, no tables): a catalog that is not there is a NoCatalogError."""
+    unknown = sorted(set(options) - _CATALOG_OPTIONS)
+    if unknown:
+        known = sorted(_CATALOG_OPTIONS | {"name", "uri", "warehouse", "storage_options", "create"})
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+        raise InvalidArgumentError(f"connect() got an unknown keyword argument {unknown[0]!r}{hint}")
     if name_or_uri is not None:
         if "://" in name_or_uri:
             uri = uri or name_or_uri
@@ -260,14 +271,15 @@ class Catalog:
         if not create:
             _refuse_missing_sqlite(uri)
         try:
-            if create:
-                upgrade(uri)  # creates or upgrades the schema through Alembic
             self.engine = sa.create_engine(uri, pool_pre_ping=True)
             with self.engine.connect() as c:
                 c.execute(sa.text("SELECT 1"))
-                if not create and not sa.inspect(c).has_table(TableRow.__tablename__):
-                    self.engine.dispose()
-                    raise NoCatalogError(f"nothing is there: {_safe(uri)} holds no catalog (nothing was created)")
+                existed = sa.inspect(c).has_table(TableRow.__tablename__)
+            if not create and not existed:
+                self.engine.dispose()
+                raise NoCatalogError(f"nothing is there: {_safe(uri)} holds no catalog (nothing was created)")
+            if create:
+                upgrade(self.engine)  # creates or upgrades the schema through Alembic
         except NoCatalogError:
             raise
         except (OperationalError, ProgrammingError, SQLAlchemyError, OSError) as exc:
@@ -278,6 +290,11 @@ class Catalog:
             raise
         self._manifest_store: SqlManifestStore | None = None
         self._rows = _RowCache(uri)
+        #: this object created the catalog (its database held none): a misspelt
+        #: warehouse or URL makes a new, empty catalog, which says so
+        self.created = not existed
+        if self.created:
+            log.info("created a new, empty catalog: %s (warehouse %s)", _safe(uri), self.warehouse)
 
     def close(self) -> None:
         self._rows.close()
@@ -294,7 +311,8 @@ class Catalog:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Catalog({_safe(self.uri)!r}, warehouse={self.warehouse!r})"
+        created = ", created=True" if self.created else ""
+        return f"Catalog({_safe(self.uri)!r}, warehouse={self.warehouse!r}{created})"
 
     # -- helpers ---------------------------------------------------------------------
 

@@ -67,3 +67,32 @@ def test_a_url_first_argument_is_the_catalog_database(home):
     cat = tessera.connect(url, warehouse=str(home / "wh"))
     assert cat.uri == url
     cat.close()
+
+
+def test_a_misspelt_keyword_is_refused_by_name(home, tmp_path):
+    with pytest.raises(E.InvalidArgumentError, match=r"'warehose' \(did you mean 'warehouse'\?\)"):
+        tessera.connect(warehose=str(tmp_path / "wh"))
+    with pytest.raises(E.InvalidArgumentError, match=r"'storage_option' \(did you mean 'storage_options'\?\)"):
+        tessera.connect(warehouse=str(tmp_path / "wh"), storage_option={})
+    with pytest.raises(E.InvalidArgumentError, match="'zzz' .known: create, default_file_version"):
+        tessera.connect(warehouse=str(tmp_path / "wh"), zzz=1)
+    assert not (tmp_path / "wh").exists()  # refused before anything was made
+
+
+def test_a_new_catalog_says_so(home, tmp_path, caplog):
+    wh = str(tmp_path / "wh")
+    with caplog.at_level("INFO", logger="tessera.catalog.catalog"):
+        first = tessera.connect(warehouse=wh)
+    assert first.created and "created=True" in repr(first)
+    assert any("created a new, empty catalog" in r.getMessage() for r in caplog.records)
+    first.create_namespace("s")
+    first.close()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="tessera.catalog.catalog"):
+        again = tessera.connect(warehouse=wh)
+    assert not again.created and "created" not in repr(again)
+    assert not any("created a new" in r.getMessage() for r in caplog.records)
+    again.close()
+    with pytest.raises(E.NoCatalogError):
+        tessera.connect(warehouse=str(tmp_path / "warehous"), create=False)  # a typo, and nothing is made
+    assert not (tmp_path / "warehous").exists()
