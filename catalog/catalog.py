@@ -530,8 +530,18 @@ class Catalog:
         ns, name = self._ident(ident)
         row = s.get(TableRow, (ns, name))
         if row is None:
+            if s.get(NamespaceRow, ns) is None:
+                raise NoSuchTableError(
+                    f"table {ns}.{name} does not exist: there is no namespace {ns!r} "
+                    f"(namespaces: {', '.join(self._namespace_names(s)) or 'none'})"
+                )
             raise NoSuchTableError(f"table {ns}.{name} does not exist")
         return row
+
+    @staticmethod
+    def _namespace_names(s: Session, limit: int = 10) -> list[str]:
+        names = [n for (n,) in s.execute(sa.select(NamespaceRow.name).order_by(NamespaceRow.name).limit(limit + 1))]
+        return names[:limit] + (["..."] if len(names) > limit else [])
 
     def load_table(self, ident: Ident, version: int | str | None = None) -> Table:
         """The table ``ident`` at its latest version, a version number or a tag."""

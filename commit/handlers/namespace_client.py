@@ -107,7 +107,7 @@ def call_namespace(ns: Any, method: str, model: type[Any], **fields: Any) -> dic
     try:
         answer = getattr(ns, method)(request.model_dump(exclude_none=True) if as_dict else request)
     except Exception as exc:  # noqa: BLE001 - every namespace failure, typed
-        where = "$".join(fields.get("id") or [])
+        where = repr(".".join(fields.get("id") or []))  # as users name tables (the REST id's "$" is the wire's)
         if _is_version_missing(exc):
             raise VersionNotFoundError(f"version {fields.get('version')} of {where} does not exist") from exc
         if _is_table_missing(exc):

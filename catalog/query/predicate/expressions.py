@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from tessera.catalog.errors import NotAPredicateError, PredicateError
+from tessera.catalog.errors import NotAPredicateError, PredicateError, UnknownColumnError
 
 from .sql import translate
 from .values import ARROW_ERRORS, as_boolean, bound_type, typed_error
@@ -27,7 +27,21 @@ def to_value_expression(expression: Predicate, schema: pa.Schema) -> pc.Expressi
         bound_type(expression, schema)
         return expression
     if isinstance(expression, str):
-        return translate(expression, schema, boolean=False)[0]
+        try:
+            return translate(expression, schema, boolean=False)[0]
+        except UnknownColumnError as exc:
+            column = getattr(exc, "column", None)
+            if column is None or column != expression.strip():
+                raise
+            # the whole value is one unknown name: almost always a string meant as a value
+            raise typed_error(
+                UnknownColumnError,
+                f"unknown column {column!r} in the value expression {expression!r}; values are SQL "
+                f"expressions, so a string value is written in quotes: \"'{expression.strip()}'\" "
+                f"(columns: {', '.join(schema.names) or '(none)'})",
+                column=column,
+                available=list(schema.names),
+            ) from None
     _not_a_predicate(expression)
 
 
