@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import uuid
 from contextlib import AbstractContextManager
 
@@ -70,6 +71,23 @@ from .base import (
 __all__ = ["ExternalCommitHandler"]
 
 log = logging.getLogger(__name__)
+
+#: tables whose foreign versions were reported at WARNING in this process (then DEBUG)
+_FOREIGN_REPORTED: set[str] = set()
+_FOREIGN_LOCK = threading.Lock()
+
+
+def _report_foreign(uri: str, message: str, *args: object) -> None:
+    """A version committed outside the manifest store, recorded: WARNING the
+    first time for a table in this process, DEBUG after (a pylance writer
+    beside Tessera's makes one per version, each seen by every reader)."""
+    with _FOREIGN_LOCK:
+        first = uri not in _FOREIGN_REPORTED
+        _FOREIGN_REPORTED.add(uri)
+    if first:
+        log.warning(message + "; later ones of this table are logged at DEBUG", uri, *args)
+    else:
+        log.debug(message, uri, *args)
 
 
 class ExternalCommitHandler(CommitsItself):
@@ -306,10 +324,10 @@ class ExternalCommitHandler(CommitsItself):
 
     def _adopt_row(self, store: ObjectStore, record: VersionRecord, final: str, owner: str) -> None:
         adopted = self.ms.adopt(record.table_key, record.version, record.path, final, owner)
-        log.warning(
+        _report_foreign(
+            store.uri,
             "%s: version %d was committed by a writer outside the manifest store (transaction %s); "
             "the store now records it as theirs%s",
-            store.uri,
             record.version,
             owner,
             "" if adopted else " (someone else recorded it first)",
@@ -366,10 +384,10 @@ class ExternalCommitHandler(CommitsItself):
                 return row
             try:
                 if self.ms.reserve(found):  # False: another reader recorded it first (and said so)
-                    log.warning(
+                    _report_foreign(
+                        store.uri,
                         "%s: version %d was committed by a writer outside the manifest store (transaction %s); "
                         "recorded it",
-                        store.uri,
                         found.version,
                         owner,
                     )

@@ -99,3 +99,22 @@ def test_a_reservation_says_whether_it_inserted_the_row(kind, tmp_path, request)
     finally:
         ms.delete_table(key)
         ms.close()
+
+
+def test_one_warning_per_table_and_process_then_debug(tmp_path, redis_url, caplog):
+    """A pylance writer beside Tessera's makes a foreign version per append:
+    the first is a WARNING (with a word that the rest go to DEBUG), the others
+    DEBUG lines, one per version."""
+    uri = str(tmp_path / "t")
+    Table.create(uri, _row(-1), commit_store=redis_url)
+    caplog.set_level(logging.DEBUG, logger="tessera")
+    for i in range(3):
+        lance.write_dataset(_row(i), uri, mode="append")
+        Table.open(uri, commit_store=redis_url)  # records the version
+    records = [r for r in caplog.records if MESSAGE in r.getMessage()]
+    levels = [r.levelno for r in records]
+    assert levels == [logging.WARNING, logging.DEBUG, logging.DEBUG], [r.getMessage() for r in records]
+    assert "later ones of this table are logged at DEBUG" in records[0].getMessage()
+    t = Table.open(uri, commit_store=redis_url)
+    assert t.count_rows() == 4
+    t._handler.ms.delete_table(t._handler.table_key)
