@@ -155,12 +155,24 @@ def scan(obj: Ctx, name, columns, where, limit, all_rows, version, out):
     render.show(data, title=f"{name} @ v{t.version}", note=note)
 
 
+def _predicate(where_arg: str | None, where_opt: str | None, required: bool) -> str | None:
+    """The predicate given as an argument or with --where (not both)."""
+    if where_arg is not None and where_opt is not None:
+        raise click.UsageError("give the predicate once: as an argument or with --where, not both")
+    where = where_arg if where_arg is not None else where_opt
+    if required and where is None:
+        raise click.UsageError('which rows? give a predicate: tessera delete TABLE "amount < 1" (or --where)')
+    return where
+
+
 @click.command()
 @click.argument("name")
-@click.option("--where", "-w", required=True, help="SQL predicate of the rows to delete")
+@click.argument("predicate", required=False)
+@click.option("--where", "-w", default=None, help="SQL predicate of the rows to delete (or give it as an argument)")
 @click.pass_obj
-def delete(obj: Ctx, name, where):
-    """Delete rows matching a predicate."""
+def delete(obj: Ctx, name, predicate, where):
+    """Delete the rows matching a predicate: tessera delete sales.orders "amount < 1"."""
+    where = _predicate(predicate, where, required=True)
     t = obj.table(name, write=True)
     before = t.count_rows()
     t.delete(where)
@@ -169,12 +181,16 @@ def delete(obj: Ctx, name, where):
 
 @click.command()
 @click.argument("name")
-@click.option("--set", "sets", multiple=True, required=True, help="column=SQL expression")
-@click.option("--where", "-w", default=None)
+@click.argument("predicate", required=False)
+@click.option("--set", "sets", multiple=True, required=True, help="column=SQL expression (a string in quotes: 'SF')")
+@click.option("--where", "-w", default=None, help="SQL predicate of the rows to update (or give it as an argument)")
 @click.pass_obj
-def update(obj: Ctx, name, sets, where):
-    """Update columns of the rows matching a predicate."""
+def update(obj: Ctx, name, predicate, sets, where):
+    """Update columns of the rows matching a predicate (every row without one):
+    tessera update sales.orders "city = 'sf'" --set "city='SF'"."""
+    where = _predicate(predicate, where, required=False)
     values = {k.strip(): v.strip() for k, v in parse_props(sets, "--set").items()}
     t = obj.table(name, write=True)
+    matching = t.count_rows(where) if where is not None else t.count_rows()
     t.update(values, where=where)
-    render.console.print(f"{name}: updated (version {t.version})")
+    render.console.print(f"{name}: updated {matching:,} rows (version {t.version})")

@@ -62,6 +62,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group)
+@click.version_option(package_name="tessera", prog_name="tessera")
 @click.option("--catalog", "catalog_uri", envvar="TESSERA_CATALOG_URI", help="SQLAlchemy URL of the catalog database.")
 @click.option("--warehouse", envvar="TESSERA_WAREHOUSE", help="Where tables live (path or s3://bucket/prefix).")
 @click.option("--config-name", default=None, help="Section [catalog.NAME] of the config file.")

@@ -472,3 +472,23 @@ def test_error_messages_keep_bracketed_install_hints():
         render.console.print("pip install 'tessera[server]'")
     assert "install tessera[postgres] or tessera[mysql]" in cap.get()
     assert "'tessera[server]'" in out.get()
+
+
+def test_version_and_predicates_as_arguments(sq):
+    args, ns, tmp = sq
+    import importlib.metadata
+
+    out = run([], "--version").output
+    assert out.strip() == f"tessera, version {importlib.metadata.version('tessera')}"
+    _files(tmp)
+    name = f"{ns}.t"
+    run(args, "create", name, str(tmp / "a.parquet"))  # ids 1, 2, 3: SF, NYC, SF
+    assert "deleted 1 rows" in run(args, "delete", name, "id = 2").output
+    assert "updated 2 rows" in run(args, "update", name, "city = 'SF'", "--set", "amount=amount + 1").output
+    assert "updated 2 rows" in run(args, "update", name, "--set", "city='LA'").output  # every row
+    both = run(args, "delete", name, "id = 1", "--where", "id = 3", ok=False)
+    assert both.exit_code == 2 and "not both" in both.output
+    none = run(args, "delete", name, ok=False)
+    assert none.exit_code == 2 and "give a predicate" in none.output
+    data = [json.loads(line) for line in run(args, "scan", name, "-o", "json").stdout.splitlines() if line.strip()]
+    assert sorted((r["id"], r["city"], r["amount"]) for r in data) == [(1, "LA", 6.0), (3, "LA", 31.0)]
