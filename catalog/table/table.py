@@ -350,6 +350,8 @@ class Table:
             max_rows_per_file=self.max_rows_per_file,
         )
 
+    checkout_version = checkout  # pylance's name
+
     def __repr__(self) -> str:
         return f"Table({self.uri!r}, version={self.version}, rows={self.count_rows()})"
 
@@ -432,7 +434,7 @@ class Table:
     @writes.one_sync_round
     def merge_insert(
         self,
-        data: Data | str | Sequence[str],
+        data: Data | str | Sequence[str] | None = None,
         on: str | Sequence[str] | None = None,
         *,
         when_matched_update_all: bool = True,
@@ -444,10 +446,12 @@ class Table:
         target row is updated, a target row matched by two source rows is an
         error, NULL keys never match).
 
-        ``t.merge_insert("id")`` (the key columns only) returns pylance's
+        ``t.merge_insert("id")`` or ``t.merge_insert(on="id")`` (the key columns only) returns pylance's
         builder instead: ``.when_matched_update_all().when_not_matched_insert_all().execute(data)``."""
         from . import mutations
 
+        if data is None and on is not None:
+            return mutations.MergeInsertBuilder(self, on)
         if on is None:
             if isinstance(data, str) or (isinstance(data, (list, tuple)) and all(isinstance(c, str) for c in data)):
                 return mutations.MergeInsertBuilder(self, data)
@@ -605,6 +609,8 @@ class Table:
         return self.scanner(
             columns, filter, limit, offset, with_row_address=with_row_address, with_row_id=with_row_id
         ).to_table()
+
+    to_table = to_arrow  # pylance's name (LanceDataset.to_table: columns, filter, limit, offset)
 
     def to_batches(
         self,
