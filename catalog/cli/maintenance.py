@@ -51,15 +51,22 @@ def compact(obj: Ctx, name, target_rows, output):
 @click.command()
 @click.argument("name")
 @click.option("--older-than", default="14d", show_default=True, help="e.g. 7d, 12h, 30m")
+@click.option(
+    "--orphan-age",
+    default="1d",
+    show_default=True,
+    help="remove files of failed commits older than this (younger ones may be a running writer's); 0: all",
+)
 @click.option("--dry-run", is_flag=True, help="say what would be removed, remove nothing")
 @OUTPUT
 @click.pass_obj
-def cleanup(obj: Ctx, name, older_than, dry_run, output):
+def cleanup(obj: Ctx, name, older_than, orphan_age, dry_run, output):
     """Remove old versions and the orphans of failed commits."""
     age = _duration(older_than)
+    young = _duration(orphan_age, "--orphan-age")
     t = obj.table(name, write=True)
     with render.phases("cleaning up") as tell:
-        r = t.cleanup(older_than=age, dry_run=dry_run, progress=tell)
+        r = t.cleanup(older_than=age, orphan_age=young, dry_run=dry_run, progress=tell)
     orphans = r.orphans
     summary = {
         "table": name,
@@ -70,6 +77,7 @@ def cleanup(obj: Ctx, name, older_than, dry_run, output):
         "bytes_removed": r.bytes_removed,
         "orphans_removed": len(orphans.removed) if orphans else 0,
         "orphan_bytes_removed": orphans.bytes_removed if orphans else 0,
+        "orphans_kept_young": orphans.kept_young if orphans else 0,
     }
     if output == "json":
         return render.print_json(summary)
@@ -81,9 +89,15 @@ def cleanup(obj: Ctx, name, older_than, dry_run, output):
         f"kept {len(r.kept_versions)} version(s)"
     )
     if orphans is not None:
+        kept = (
+            f"; kept {orphans.kept_young} younger than {orphan_age} (a writer may still be using them: "
+            "--orphan-age to change)"
+            if orphans.kept_young
+            else ""
+        )
         render.console.print(
             f"{name}: {verb} {len(orphans.removed)} orphaned file(s) of failed commits "
-            f"({render.human_bytes(orphans.bytes_removed)})"
+            f"({render.human_bytes(orphans.bytes_removed)}){kept}"
         )
 
 
@@ -100,17 +114,17 @@ def _ranges(vs: list[int]) -> str:
     return ", ".join(parts)
 
 
-def _duration(text: str) -> dt.timedelta:
+def _duration(text: str, option: str = "--older-than") -> dt.timedelta:
     units = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+    if text.strip() == "0":
+        return dt.timedelta(0)
     try:
         value = float(text[:-1])
         if value < 0:
             raise ValueError
         return dt.timedelta(**{units[text[-1]]: value})
     except (KeyError, ValueError, IndexError, OverflowError):
-        raise E.InvalidArgumentError(
-            f"--older-than {text!r}: use a number followed by d, h, m or s (e.g. 7d)"
-        ) from None
+        raise E.InvalidArgumentError(f"{option} {text!r}: use a number followed by d, h, m or s (e.g. 7d)") from None
 
 
 @click.command()

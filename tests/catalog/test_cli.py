@@ -492,3 +492,26 @@ def test_version_and_predicates_as_arguments(sq):
     assert none.exit_code == 2 and "give a predicate" in none.output
     data = [json.loads(line) for line in run(args, "scan", name, "-o", "json").stdout.splitlines() if line.strip()]
     assert sorted((r["id"], r["city"], r["amount"]) for r in data) == [(1, "LA", 6.0), (3, "LA", 31.0)]
+
+
+def test_cleanup_says_which_orphans_it_kept_and_takes_orphan_age(sq):
+    """A failed commit's file younger than --orphan-age (1 day by default: a
+    running writer may still be using it) is kept, and the summary says so;
+    --orphan-age 0 removes it."""
+    args, ns, tmp = sq
+    _files(tmp)
+    name = f"{ns}.t"
+    run(args, "create", name, str(tmp / "a.parquet"))
+    t_uri = json.loads(run(args, "describe", name, "-o", "json").stdout)["location"]
+    orphan = os.path.join(t_uri, "data", "0123456789abcdef0123456789abcdef.lance")
+    with open(orphan, "wb") as f:
+        f.write(b"x" * 100)  # a data file no version names: a failed commit's
+    out = " ".join(run(args, "cleanup", name).output.split())
+    assert "removed 0 orphaned file(s)" in out and "kept 1 younger than 1d" in out and "--orphan-age" in out
+    assert os.path.exists(orphan)
+    summary = json.loads(run(args, "cleanup", name, "-o", "json").stdout)
+    assert summary["orphans_kept_young"] == 1 and summary["orphans_removed"] == 0
+    out = " ".join(run(args, "cleanup", name, "--orphan-age", "0").output.split())
+    assert "removed 1 orphaned file(s)" in out and "kept" not in out.split("orphaned")[1]
+    assert not os.path.exists(orphan)
+    assert "--orphan-age" in fails(args, "cleanup", name, "--orphan-age", "soon")
