@@ -51,16 +51,17 @@ def _cell(v) -> str:
     return text if text else '""'
 
 
-def _fit(headers: list[str], rows: list[list[str]], width: int) -> list[int]:
+def _fit(headers: list[str], rows: list[list[str]], width: int, whole: frozenset[int] = frozenset()) -> list[int]:
     """Column widths for as many leading columns as fit in ``width`` terminal
-    cells (each at least MIN_CELL, or its content if shorter); at least one."""
+    cells (each at least MIN_CELL, or its content if shorter; the columns in
+    ``whole``, such as a timestamp, never less than their content); at least one."""
     from rich.cells import cell_len
 
     natural = []
     for i, h in enumerate(headers):
         n = max([cell_len(h)] + [cell_len(r[i]) for r in rows])
         natural.append(max(1, min(n, MAX_CELL)))
-    mins = [min(n, MIN_CELL) for n in natural]
+    mins = [n if i in whole else min(n, MIN_CELL) for i, n in enumerate(natural)]
     budget = width - 1  # the left border; each column costs its width + 3 (padding, border)
     widths: list[int] = []
     for m in mins:
@@ -102,14 +103,16 @@ def print_rows(
     title: str | None = None,
     note: str | None = None,
     hint: str = "use --output json",
+    whole: frozenset[int] = frozenset(),
 ) -> None:
     """A table that fits the terminal: long cells end in an ellipsis, columns
-    that do not fit are left out (and counted), no cell is ever blank."""
+    that do not fit are left out (and counted), no cell is ever blank; the
+    columns in ``whole`` are never cut (others give way first)."""
     from rich.text import Text
 
     texts = [[_cell(v) for v in r] for r in rows]
     heads = [_cell(h) for h in headers]
-    widths = _fit(heads, texts, console.width)
+    widths = _fit(heads, texts, console.width, whole)
     k = len(widths)
     rt = RichTable(title=title, show_lines=False, expand=False)
     for h, w in zip(heads, widths):

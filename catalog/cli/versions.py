@@ -33,6 +33,7 @@ def history(obj: Ctx, name, output):
             for h in vs
         ],
         title=name,
+        whole=frozenset({1}),  # the time is never cut (the operation's name gives way first)
     )
 
 

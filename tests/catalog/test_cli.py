@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 
 import pyarrow as pa
@@ -515,3 +516,17 @@ def test_cleanup_says_which_orphans_it_kept_and_takes_orphan_age(sq):
     assert "removed 1 orphaned file(s)" in out and "kept" not in out.split("orphaned")[1]
     assert not os.path.exists(orphan)
     assert "--orphan-age" in fails(args, "cleanup", name, "--orphan-age", "soon")
+
+
+def test_history_keeps_its_timestamps_whole_at_80_columns(sq):
+    args, ns, tmp = sq
+    name = f"{ns}.h"
+    path = tmp / "big.parquet"
+    pq.write_table(pa.table({"a": pa.array(range(1_234_567), pa.int64())}), path)
+    run(args, "create", name, str(path))
+    run(args, "delete", name, "a < 100000")
+    run(args, "index", "create", name, "a")  # "create_index": the operation column's widest name
+    out = run(args, "history", name, env={"COLUMNS": "80"}).output
+    stamps = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", out)
+    assert len(stamps) == len(json.loads(run(args, "history", name, "-o", "json").stdout)), out
+    assert "1,234,567" in out
