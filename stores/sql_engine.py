@@ -39,6 +39,7 @@ SETTINGS = StoreSettings(
         "pool_size": store_options.whole(0),
         "max_overflow": store_options.whole(-1),
         "pool_pre_ping": store_options.flag,
+        "provision": store_options.flag,
     },
     {
         "io_timeout": 30.0,
@@ -47,6 +48,7 @@ SETTINGS = StoreSettings(
         "pool_size": 5,
         "max_overflow": 10,
         "pool_pre_ping": True,
+        "provision": True,
     },
 )
 #: the server cancels a statement after this share of io_timeout, so its definite

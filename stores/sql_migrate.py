@@ -51,7 +51,7 @@ _DEFAULT_DRIVERS = {
 }
 
 #: What to tell a user whose schema is missing or old.
-UPGRADE_HINT = "run `python deploy/provision_sql.py URL` (or open the store with create=True)"
+UPGRADE_HINT = "run `tessera store provision URL` (or open the store with create=True)"
 
 
 def parse_sql_url(url: str | URL) -> URL:

@@ -223,8 +223,11 @@ class SqlManifestStore(ManifestStore):
         ``postgresql+psycopg://user@host/db``, ``mysql+pymysql://user@host/db``;
         a URL without a driver gets psycopg / pymysql).
 
-        ``create`` (default: True for SQLite only) runs the Alembic upgrade;
-        otherwise the schema must already be at the head revision.  With
+        ``create`` runs the Alembic upgrade (True), or never (False: the
+        schema must already be at the head revision).  By default SQLite is
+        upgraded on every open and a server's database when its check finds
+        the schema missing or behind (provisioned on first use), unless the
+        URL says ``?provision=false``.  With
         ``check`` the schema is verified (StoreSchemaError) and the database
         reached (StoreUnavailableError) before returning.
 
@@ -252,8 +255,23 @@ class SqlManifestStore(ManifestStore):
             store._refuse_foreign_table()
             sql_engine.migrate(parsed, settings)
 
-        migrate = create if create is not None else parsed.get_backend_name() == "sqlite"
-        provisioned(store, provision if migrate else None, check=check)
+        def provision_if_needed(store: SqlManifestStore) -> None:
+            try:
+                store.check()
+            except StoreSchemaError:  # missing or behind: provisioned now (a foreign table is refused)
+                log.info("%s: no Tessera schema at the head revision: provisioning it", store._identity)
+                provision(store)
+
+        if create is not None:
+            migrate = provision if create else None
+        elif parsed.get_backend_name() == "sqlite":
+            migrate = provision  # embedded: always
+        else:
+            # a server: provisioned on first use, unless the URL says ?provision=false (an application
+            # role that may not create tables; `tessera store provision URL` does it ahead of time);
+            # a store opened without its check (check=False) is not connected to here at all
+            migrate = provision_if_needed if settings["provision"] and check else None
+        provisioned(store, migrate, check=check)
         store._db_file = sql_engine.database_file(parsed)
         store._db_file_id = sql_engine.file_id(store._db_file)
         return store

@@ -236,7 +236,7 @@ def test_sql_foreign_table_with_wrong_columns_is_refused(scratch_sql_url):
 
 
 def test_sql_missing_schema_names_the_fix(scratch_sql_url):
-    with pytest.raises(StoreSchemaError, match="provision_sql.py"):
+    with pytest.raises(StoreSchemaError, match="tessera store provision"):
         open_manifest_store(scratch_sql_url, create=False)
     assert _tables(scratch_sql_url) == set()
     s = open_manifest_store(scratch_sql_url, create=True)
