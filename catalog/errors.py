@@ -125,6 +125,11 @@ class SparkOptionError(TesseraError, ValueError):
     """A ``tessera`` Spark data source option that is missing or malformed."""
 
 
+class SparkWorkerPythonError(TesseraError):
+    """Spark's Python workers run an interpreter that cannot import Tessera
+    (``PYSPARK_PYTHON`` unset: ``python3`` from PATH, not this venv's)."""
+
+
 class SparkWriteError(TesseraError):
     """A Spark write that cannot be committed as asked (for example a table
     created concurrently with a different schema)."""

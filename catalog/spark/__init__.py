@@ -138,6 +138,9 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Mapping
 from typing import cast
 
@@ -150,6 +153,7 @@ from tessera.catalog.errors import (  # noqa: F401 - ReplaceWhereMismatchError: 
     ReplaceWhereMismatchError,
     SparkOptionError,
     SparkTableNameError,
+    SparkWorkerPythonError,
     TesseraError,
     UnknownColumnError,
 )
@@ -431,6 +435,7 @@ def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True)
     refusal = pushdown_refusal(_spark_version(spark))
     if pushdown and refusal:
         raise SparkOptionError(f"register(spark, pushdown=True): {refusal}")
+    check_worker_python(spark)
     base = TesseraPushdownDataSource if pushdown else TesseraDataSource
     parallelism = _default_parallelism(spark)
     if parallelism is not None and parallelism != base.default_parallelism:
@@ -453,6 +458,47 @@ def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True)
     if lift_arrow_byte_cap:
         _lift_arrow_byte_cap(spark)
     activate(spark)
+
+
+#: worker interpreters that imported Tessera (checked once per process)
+_WORKER_PYTHONS_OK: set[str] = set()
+
+
+def check_worker_python(spark) -> None:
+    """Refuse (:class:`SparkWorkerPythonError`, saying how to fix it) a
+    session whose Python workers run an interpreter that cannot import
+    Tessera.  Spark starts them with ``spark.pyspark.python`` or
+    ``PYSPARK_PYTHON``, else ``python3`` from PATH - not the interpreter
+    running this program (``.venv/bin/python job.py`` with the venv not
+    activated): every job would fail with ``ModuleNotFoundError: No module
+    named 'tessera'`` inside a Py4J traceback.  One subprocess per process
+    and interpreter; nothing when the workers run this interpreter, or when
+    there is no local SparkContext to ask (Spark Connect)."""
+    try:
+        exe = spark.conf.get("spark.pyspark.python", None) or spark.sparkContext.pythonExec
+    except Exception:  # noqa: BLE001 - Spark Connect: the workers are the server's business
+        return
+    if not exe:
+        return
+    resolved = shutil.which(exe) or exe
+    if resolved in _WORKER_PYTHONS_OK or os.path.realpath(resolved) == os.path.realpath(sys.executable):
+        return
+    try:
+        probe = subprocess.run(  # from a neutral folder: a checkout in the current one must not answer
+            [resolved, "-c", "import tessera"], capture_output=True, text=True, timeout=120, cwd=os.path.expanduser("~")
+        )
+        ok = probe.returncode == 0
+        why = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        ok, why = False, str(exc)
+    if ok:
+        _WORKER_PYTHONS_OK.add(resolved)
+        return
+    raise SparkWorkerPythonError(
+        f"Spark's Python workers would run {exe!r} ({resolved}), which cannot import tessera ({why}); "
+        f"set PYSPARK_PYTHON={sys.executable} in the environment before the SparkSession is created "
+        f"(or .config('spark.pyspark.python', {sys.executable!r})), or install tessera there"
+    )
 
 
 ARROW_MAX_BYTES_CONF = "spark.sql.execution.arrow.maxBytesPerBatch"
