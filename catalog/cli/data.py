@@ -62,11 +62,11 @@ def append(obj: Ctx, name, files):
     t = obj.table(name, write=True)
     # every file is read (and checked) before anything is written; CSV text as the table's types
     data = [read_files((f,), t.schema) for f in files]
-    with render.progress("appending", len(files)) as prog:
-        task = prog.add_task("append", total=len(files))
+    total = sum(d.num_rows for d in data)
+    with render.progress("appending rows", total) as prog:
+        task = prog.add_task("append", total=total)
         for d in data:
-            t.append(d)
-            prog.advance(task)
+            t.append(render.counted(d, lambda n: prog.advance(task, n)))
     render.console.print(f"{name}: version {t.version}, {t.count_rows():,} rows")
 
 

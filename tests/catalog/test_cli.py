@@ -530,3 +530,24 @@ def test_history_keeps_its_timestamps_whole_at_80_columns(sq):
     stamps = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", out)
     assert len(stamps) == len(json.loads(run(args, "history", name, "-o", "json").stdout)), out
     assert "1,234,567" in out
+
+
+def test_append_progress_moves_with_rows(sq, monkeypatch):
+    """The append bar counts rows as the write takes them (several steps for
+    one large file), and every row arrives once."""
+    from tessera.catalog.cli import render
+
+    args, ns, tmp = sq
+    _files(tmp)
+    name = f"{ns}.p"
+    run(args, "create", name, str(tmp / "a.parquet"))
+    big = tmp / "big.parquet"
+    n = 150_000
+    pq.write_table(pa.table({"id": pa.array(range(n), pa.int64()), "city": ["x"] * n, "amount": [1.0] * n}), big)
+    steps: list[int] = []
+    real = render.counted
+    monkeypatch.setattr(render, "counted", lambda t, adv: real(t, lambda k: (steps.append(k), adv(k))))
+    run(args, "append", name, str(big), str(tmp / "b.csv"))
+    assert sum(steps) == n + 1 and len(steps) >= 4, steps  # 65,536-row batches, then the CSV's row
+    described = json.loads(run(args, "describe", name, "-o", "json").stdout)
+    assert described["rows"] == 3 + n + 1
