@@ -73,6 +73,10 @@ DEFINE_BLOCK(16, uint16_t)
 DEFINE_BLOCK(32, uint32_t)
 DEFINE_BLOCK(64, uint64_t)
 
+static void type_width_error(int type_bits) {
+    PyErr_Format(PyExc_ValueError, "FastLanes type width must be 8, 16, 32 or 64, got %d", type_bits);
+}
+
 typedef void (*run_fn)(const unsigned char *, const int64_t *, const int64_t *, int, Py_ssize_t, void *);
 
 static run_fn run_for(int type_bits) {
@@ -82,7 +86,7 @@ static run_fn run_for(int type_bits) {
         case 32: return run_32;
         case 64: return run_64;
         default:
-            PyErr_Format(PyExc_ValueError, "FastLanes type width must be 8, 16, 32 or 64, got %d", type_bits);
+            type_width_error(type_bits);
             return NULL;
     }
 }
@@ -411,6 +415,20 @@ DEFINE_PACK(16, uint16_t)
 DEFINE_PACK(32, uint32_t)
 DEFINE_PACK(64, uint64_t)
 
+typedef void (*pack_fn)(const void *, unsigned char *, int, Py_ssize_t);
+
+static pack_fn pack_for(int type_bits) {
+    switch (type_bits) {
+        case 8: return pack_run_8;
+        case 16: return pack_run_16;
+        case 32: return pack_run_32;
+        case 64: return pack_run_64;
+        default:
+            type_width_error(type_bits);
+            return NULL;
+    }
+}
+
 static PyObject *pack(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer in, out;
     int type_bits, bit_width;
@@ -419,15 +437,7 @@ static PyObject *pack(PyObject *Py_UNUSED(self), PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    void (*run)(const void *, unsigned char *, int, Py_ssize_t) = NULL;
-    switch (type_bits) {
-        case 8: run = pack_run_8; break;
-        case 16: run = pack_run_16; break;
-        case 32: run = pack_run_32; break;
-        case 64: run = pack_run_64; break;
-        default:
-            PyErr_Format(PyExc_ValueError, "FastLanes type width must be 8, 16, 32 or 64, got %d", type_bits);
-    }
+    pack_fn run = pack_for(type_bits);
     if (run == NULL) {
     } else if (bit_width < 1 || bit_width > type_bits) {
         PyErr_Format(PyExc_ValueError, "FastLanes bit width %d is outside 1..%d", bit_width, type_bits);
