@@ -20,7 +20,6 @@ import os
 import re
 import sqlite3
 import threading
-import tomllib
 import uuid
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -31,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from tessera.stores.registry import open_object_store
 
+from .config import config_files, read_config_file
 from .errors import (
     CatalogConfigError,
     CatalogConnectionError,
@@ -60,7 +60,6 @@ Ident: TypeAlias = "str | tuple[str, ...] | list[str]"
 """A dotted name (``"ns.orders"``) or its parts (``("ns", "orders")``)."""
 
 _PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,127}$")
-DEFAULT_CONFIG = os.path.join(os.path.expanduser("~"), ".config", "tessera", "config.toml")
 
 
 def _now() -> dt.datetime:
@@ -75,35 +74,6 @@ def split_name(ident: Ident, what: str = "table") -> tuple[str, ...]:
             "each starting with a letter or '_'"
         )
     return parts
-
-
-def _config_files() -> tuple[list[str], bool]:
-    """Config files to read, and whether the user named one (TESSERA_CONFIG)."""
-    named = os.environ.get("TESSERA_CONFIG")
-    if named:
-        return [named], True
-    home = os.path.expanduser("~")
-    return [os.path.join(home, ".tessera.yaml"), os.path.join(home, ".tessera.yml"), DEFAULT_CONFIG], False
-
-
-def _read_config_file(path: str) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            if path.endswith((".yaml", ".yml")):
-                import yaml
-
-                data = yaml.safe_load(f) or {}
-            else:
-                data = tomllib.load(f)
-    except FileNotFoundError:
-        raise CatalogConfigError(f"TESSERA_CONFIG names {path}, which does not exist") from None
-    except (OSError, ValueError) as exc:  # yaml.YAMLError and TOMLDecodeError are ValueErrors or similar
-        raise CatalogConfigError(f"cannot read the catalog config {path}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - yaml's own error classes
-        raise CatalogConfigError(f"cannot read the catalog config {path}: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("catalog", {}), dict):
-        raise CatalogConfigError(f"{path}: expected a mapping with a 'catalog' section of named catalogs")
-    return data
 
 
 _TOP_KEYS = {"uri", "warehouse", "default_file_version"}
@@ -134,13 +104,13 @@ def _load_config(name: str | None) -> dict[str, Any]:
     """The settings of catalog ``name`` (default: "default") from the config
     file(s) and the environment; a catalog named explicitly that is found
     nowhere is an error."""
-    files, named_file = _config_files()
+    files, named_file = config_files()
     cfg: dict[str, Any] = {}
     found = False
     for path in files:
         if not named_file and not os.path.exists(path):
             continue
-        data = _read_config_file(path)
+        data = read_config_file(path)
         section = data.get("catalog", {}).get(name or "default")
         if section is not None:
             if not isinstance(section, dict):

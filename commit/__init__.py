@@ -60,6 +60,7 @@ from .handlers import (
     connect_namespace,
     namespace_handler,
     open_handler,
+    recorded_store,
     root_relative,
     shared_manifest_store,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "namespace_handler",
     "new_transaction",
     "open_handler",
+    "recorded_store",
     "referenced_paths",
     "remove_orphans",
     "root_relative",

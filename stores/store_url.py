@@ -66,3 +66,52 @@ def provisioned(store: S, provision: Callable[[S], None] | None, *, check: bool)
         store.close()
         raise
     return store
+
+
+def url_of_identity(identity: str) -> str | None:
+    """A URL that opens the store an :meth:`ManifestStore.identity` names
+    (what a table's manifest records as ``tessera.commit.store``), or None
+    when the identity cannot be opened as it is: it carries credentials
+    (identities never do; a manifest that says otherwise was not written by
+    Tessera and is not followed), it is not in a form Tessera writes, or it
+    is a SQLite file that does not exist on this machine.
+
+    The inverse of each store's identity: ``redis://host:port/db#prefix``
+    (``unix://path?db=N#prefix``) opens with ``?prefix=``; a SQL store's
+    ``backend://host:port/database#tessera_manifest_versions`` opens with
+    the backend's default driver and ``provision=false`` (following a
+    recorded address never creates anything there); a DynamoDB identity is
+    its URL.  Credentials come from where each driver looks for them when a
+    URL has none (libpq's ``PGPASSWORD`` and ``~/.pgpass``, boto3's chain;
+    Redis and MySQL have no such place: list their URLs in the config's
+    ``commit_stores``)."""
+    import os
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
+    from .sql_schema import TABLE_NAME
+
+    if not isinstance(identity, str) or "://" not in identity:
+        return None
+    try:
+        parts = urlsplit(identity)
+        _ = parts.port  # a malformed port raises ValueError
+    except ValueError:
+        return None
+    if "@" in parts.netloc or parts.username or parts.password:
+        return None
+    scheme = parts.scheme.lower()
+    base = identity.split("#", 1)[0]  # urlunsplit would drop the empty host of sqlite:////path and unix:///path
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if scheme in ("redis", "rediss", "unix"):
+        if not parts.fragment or any(k == "prefix" for k, _ in query):
+            return None
+        return f"{base}{'&' if parts.query else '?'}{urlencode({'prefix': parts.fragment})}"
+    if scheme == "dynamodb":
+        return None if parts.fragment or parts.netloc else identity
+    if scheme in ("sqlite", "postgresql", "mysql", "mariadb"):
+        if parts.fragment != TABLE_NAME or parts.query:
+            return None
+        if scheme == "sqlite":
+            return base if os.path.isfile(parts.path) else None
+        return f"{base}?provision=false" if parts.hostname else None
+    return None

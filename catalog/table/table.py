@@ -28,11 +28,9 @@ from tessera.commit import (
     Progress,
     RetryPolicy,
     VersionCleanupReport,
-    call_namespace,
     fragment_live_rows,
     list_versions,
     load_manifest,
-    namespace_handler,
     open_handler,
 )
 from tessera.commit.errors import CoordinatorMismatchError, TableNotFoundError
@@ -45,9 +43,9 @@ from tessera.stores.object_store import ObjectStore
 from tessera.stores.registry import open_object_store
 
 from ..errors import InvalidArgumentError, TableExistsError
-from ..names import check_location, is_table_name
+from ..names import check_location
 from ..query.scan import DEFAULT_BATCH_SIZE, Scan
-from . import auto_maintenance, compaction, indexes, maintenance, takes, writes
+from . import auto_maintenance, compaction, coordinator, indexes, maintenance, takes, writes
 from . import data as ldata
 from .compaction import CompactionMetrics
 from .data import Data
@@ -184,11 +182,21 @@ class Table:
         ``"./t2"``).  A bare name (``"ns.t2"``, ``"t2"``) is a table *name*
         and is refused with :class:`TableNameError` (see
         :mod:`tessera.catalog.names`): open it from its catalog
-        (``tessera.connect(...).load_table(name)``) or its namespace."""
+        (``tessera.connect(...).load_table(name)``) or its namespace.
+
+        Without ``commit_store``, a table whose manifest records an external
+        manifest store is opened through it: a URL of the configuration's
+        ``commit_stores`` with that store's identity, else the recorded
+        credential-free address (see :mod:`tessera.catalog.table.coordinator`);
+        when neither can be used the table is readable and every write is
+        refused with CoordinatorMismatchError saying why."""
         if namespace is not None:
             if commit_store is not None:
                 raise InvalidArgumentError("a table opened through a namespace commits through it: no commit_store")
-            table = cls._open_in_namespace(namespace, uri, version, storage_options, retry, namespace_properties)
+            ns_store, mfile, ns_handler = coordinator.open_in_namespace(
+                namespace, uri, version, storage_options, retry, namespace_properties
+            )
+            table = cls(ns_store, mfile, handler=ns_handler)
             if durability is not None:
                 table.durability = durability
             return table
@@ -197,8 +205,9 @@ class Table:
         check_location(uri, catalog_hint=_OPEN_HINT)
         store = open_object_store(uri, storage_options, durability)
         handler = open_handler(uri, commit_store, retry)
+        number = Tags(store).version_of(version) if version is not None else None
         try:
-            mfile = handler.load(store, Tags(store).version_of(version) if version is not None else None)
+            mfile = handler.load(store, number)
         except TableNotFoundError:
             if handler.kind != "native" and list_versions(store)[0]:
                 # a table is on storage, but the store has no rows for it: say whose it is
@@ -210,44 +219,15 @@ class Table:
                     "or the store lost them); open it without commit_store, or with its own store"
                 ) from None
             raise
+        if isinstance(handler, NativeCommitHandler) and commit_store is None:
+            found = coordinator.open_recorded(store, mfile, number, retry)  # the store the table records
+            if isinstance(found, tuple):
+                return cls(store, found[1], handler=found[0])
+            handler.unreached = found
         try:
             handler.bind(mfile.manifest, store.uri)
         except CoordinatorMismatchError:
             pass  # reading is allowed; every write binds again and is refused
-        return cls(store, mfile, handler=handler)
-
-    @classmethod
-    def _open_in_namespace(
-        cls,
-        namespace: Any,
-        table_id: str | Sequence[str],
-        version: int | str | None,
-        storage_options: dict[str, str] | None,
-        retry: RetryPolicy | None,
-        properties: dict[str, str] | None = None,
-    ) -> Table:
-        from lance_namespace import DescribeTableRequest  # half a second: imported with the first namespace
-
-        if isinstance(table_id, str) and table_id and not is_table_name(table_id):
-            raise InvalidArgumentError(
-                f"{table_id!r} is a path or URI, but a table opened through a namespace is named by its id "
-                "('namespace.table'); open a path without namespace="
-            )
-        parts = table_id.split(".") if isinstance(table_id, str) else list(table_id)
-        if not parts or not all(isinstance(p, str) and p for p in parts):
-            raise InvalidArgumentError(f"a table id is 'namespace.table' or a list of parts, got {table_id!r}")
-        try:
-            handler = namespace_handler(namespace, parts, retry, properties)
-        except ValueError as exc:
-            raise InvalidArgumentError(str(exc)) from None
-        ns = handler.ns
-        described = call_namespace(ns, "describe_table", DescribeTableRequest, id=parts)
-        location = described.get("location") or described.get("table_uri")
-        if not location:
-            raise TableNotFoundError(f"the namespace names no location for {'.'.join(parts)}")
-        opts = {**(described.get("storage_options") or {}), **(storage_options or {})}
-        store = open_object_store(str(location), opts or None)
-        mfile = handler.load(store, Tags(store).version_of(version) if version is not None else None)
         return cls(store, mfile, handler=handler)
 
     # -- state ---------------------------------------------------------------------------

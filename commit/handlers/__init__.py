@@ -8,7 +8,7 @@ publish), ``namespace_client`` (through a Lance Namespace), and ``factory``
 
 from .base import CONFIG_COORDINATOR, CONFIG_INCARNATION, CONFIG_STORE, CONFIG_STORE_ID, CommitHandler, VersionEntry
 from .external import ExternalCommitHandler
-from .factory import open_handler, shared_manifest_store
+from .factory import open_handler, recorded_store, shared_manifest_store
 from .namespace_client import (
     NamespaceCommitHandler,
     call_namespace,
@@ -32,6 +32,7 @@ __all__ = [
     "connect_namespace",
     "namespace_handler",
     "open_handler",
+    "recorded_store",
     "root_relative",
     "shared_manifest_store",
 ]

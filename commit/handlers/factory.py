@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import threading
 
+from tessera.format.protos import table_pb2
 from tessera.stores.manifest_store import ManifestStore
 from tessera.stores.registry import open_manifest_store
 from tessera.stores.uri import normalize_table_uri
 
 from ..retry import InvalidRetryPolicyError, RetryPolicy
-from .base import CommitHandler
+from .base import CONFIG_COORDINATOR, CONFIG_STORE, CommitHandler
 from .external import ExternalCommitHandler
 from .native import NativeCommitHandler
 
-__all__ = ["open_handler", "shared_manifest_store"]
+__all__ = ["open_handler", "recorded_store", "shared_manifest_store"]
 
 
 def open_handler(
@@ -48,3 +49,11 @@ def shared_manifest_store(url: str) -> ManifestStore:
         else:
             ms.forget_store_id()  # one small read per open: a recreated store is refused
         return ms
+
+
+def recorded_store(manifest: table_pb2.Manifest) -> tuple[str, str] | None:
+    """The external manifest store a table's manifest records as its
+    coordinator: (kind, credential-free identity); None when it commits
+    natively (or the manifest records nothing: pylance's own commits)."""
+    kind = manifest.config.get(CONFIG_COORDINATOR, "native")
+    return None if kind == "native" else (kind, manifest.config.get(CONFIG_STORE, ""))

@@ -71,6 +71,8 @@ class NativeCommitHandler(CommitsItself):
         #: the bound manifest's recorded probe verdict, and the one this writer's manifests record
         self.put_recorded: str | None = None
         self.put_record: str | None = None
+        #: why a table opened by path could not reach the store it records (said by every refused write)
+        self.unreached: str | None = None
 
     def check_store(self, store: ObjectStore) -> None:
         """An object store's conditional put is trusted only once it has been
@@ -89,6 +91,8 @@ class NativeCommitHandler(CommitsItself):
     def bind(self, manifest: table_pb2.Manifest, uri: str) -> None:
         recorded = manifest.config.get(CONFIG_COORDINATOR, "native")
         if recorded != "native":
+            if self.unreached:
+                raise CoordinatorMismatchError(f"cannot write: {self.unreached}")
             raise CoordinatorMismatchError(
                 f"{uri} is coordinated by {recorded!r} ({manifest.config.get(CONFIG_STORE)}), but this writer "
                 "commits natively; mixing coordinators loses commits. Open it with commit_store=<that store's URL>."
