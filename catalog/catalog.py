@@ -3,9 +3,10 @@
 ``connect()`` opens (and migrates) the catalog database — SQLite under the
 warehouse by default, PostgreSQL or MySQL/MariaDB by URL — and hands out
 :class:`~catalog.table.Table` objects.  Settings come from arguments, then the
-environment (``TESSERA_CATALOG_URI``, ``TESSERA_WAREHOUSE``), then a TOML config
-file (``TESSERA_CONFIG`` or ``~/.config/tessera/config.toml``, section
-``[catalog.<name>]``), as pyiceberg does.
+environment (``TESSERA_CATALOG_URI``, ``TESSERA_WAREHOUSE``), then a config file
+(``TESSERA_CONFIG``, else ``~/.tessera.yaml``, ``~/.tessera.yml`` or
+``~/.config/tessera/config.toml``; its ``catalog`` section), as pyiceberg does
+(see :mod:`tessera.catalog.config`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from .errors import (
 )
 from .models import NamespaceRow, TableRow
 from .table import Table
+from .table.write_progress import WriteProgress
+from .table.write_progress import check as check_progress
 
 if TYPE_CHECKING:
     from tessera.commit import RetryPolicy
@@ -153,7 +156,7 @@ def connect(
     """Open a catalog.
 
     ``connect("prod")`` loads the catalog named ``prod`` from the config file
-    (``~/.tessera.yaml``, ``~/.config/tessera/config.toml``, or the file
+    (``~/.tessera.yaml``, ``~/.tessera.yml``, ``~/.config/tessera/config.toml``, or the file
     ``TESSERA_CONFIG`` names) and ``TESSERA_CATALOG__PROD__<KEY>`` variables,
     as pyiceberg's ``load_catalog`` does; a name found nowhere is a
     CatalogConfigError.  ``connect(uri, warehouse=...)`` takes a SQLAlchemy
@@ -411,12 +414,15 @@ class Catalog:
         properties: dict[str, Any] | None = None,
         location: str | None = None,
         stable_row_ids: bool = False,
+        progress: WriteProgress | None = None,
     ) -> Table:
         """Create a table from data or a pyarrow schema.
 
         ``commit_store``: "auto" (default: native when the object store has a
         trustworthy conditional put, else the catalog's SQL store), "native",
-        "catalog", or an external store URL (Redis, DynamoDB, SQL)."""
+        "catalog", or an external store URL (Redis, DynamoDB, SQL).
+        ``progress``: told the rows written (see :mod:`tessera.catalog.table.write_progress`)."""
+        check_progress(progress)  # refused before the name is claimed
         # claim the name first (a concurrent create fails here, before any file
         # is written), then create the table; undo the claim if that fails
         ns, name, location, chosen = self._claim(ident, location, commit_store, properties)
@@ -429,6 +435,7 @@ class Catalog:
                 storage_options=self.storage_options,
                 stable_row_ids=stable_row_ids,
                 retry=self.retry,
+                progress=progress,
             )
         except BaseException:
             with self._session() as s, s.begin():

@@ -8,38 +8,60 @@ callers can catch everything from one module.
 from __future__ import annotations
 
 from tessera.commit.errors import (  # noqa: F401  (re-exported)
+    BaseVersionGoneError,
     CommitConflictError,
     CommitError,
     CommitOutcomeUnknownError,
     CoordinatorMismatchError,
     IncompatibleTransactionError,
+    IndexReplacedError,
     NamespaceError,
+    PartialTransactionError,
+    ServedCommitRequestError,
+    StagedManifestError,
+    StoreIdentityMismatchError,
     TableNotFoundError,
     TaggedVersionError,
     TooMuchContentionError,
     UnrecoverableCommitError,
     VersionNotFoundError,
+    VersionTakenError,
 )
+from tessera.commit.retry import InvalidRetryPolicyError  # noqa: F401
 from tessera.format.errors import (  # noqa: F401
+    ClosedFileError,
     ColumnNotFoundError,
     CorruptFileError,
+    FileAccessError,
     FormatError,
     InvalidColumnNameError,
+    InvalidPathError,
+    MissingFileError,
     NotABlobColumnError,
+    RewriteError,
+    RowOutOfRangeError,
     SchemaMismatchError,
     TesseraError,
+    TruncatedFileError,
     UnsupportedEncodingError,
     UnsupportedTypeError,
 )
+from tessera.format.file.dictionary import DictionaryOverflowError  # noqa: F401
 from tessera.format.table.manifest import MixedNamingError, UnknownFeatureFlagError  # noqa: F401
 from tessera.stores.errors import (  # noqa: F401
+    AlreadyExistsError,
     AmbiguousStoreError,
+    BucketNotFoundError,
     ConditionalWriteUnsupportedError,
     IncarnationMismatchError,
+    InvalidStorageOptionError,
     InvalidURIError,
+    ObjectChangedError,
+    ObjectNotFoundError,
     StoreError,
     StoreSchemaError,
     StoreUnavailableError,
+    VersionExistsError,
 )
 
 

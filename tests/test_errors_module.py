@@ -29,3 +29,29 @@ def test_every_error_of_the_catalog_module_is_there():
     for name in names:
         assert getattr(errors, name) is getattr(catalog_errors, name)
         assert issubclass(getattr(errors, name), root), name
+
+
+def test_every_error_class_of_every_module_is_importable_from_tessera_errors():
+    """Walk every module of the package: each TesseraError subclass defined
+    anywhere (a store's, the file format's, Spark's) is ``tessera.errors.X``,
+    so ``except tessera.errors.X`` works for whatever reaches the user."""
+    import pkgutil
+
+    import tessera
+
+    errors = importlib.import_module("tessera.errors")
+    for sub in ("catalog", "commit", "format", "stores"):
+        pkg = importlib.import_module(f"tessera.{sub}")
+        for info in pkgutil.walk_packages(pkg.__path__, f"{pkg.__name__}."):
+            if not info.name.endswith("__main__"):  # running the CLI is not importing it
+                importlib.import_module(info.name)
+
+    def subclasses(cls):
+        for s in cls.__subclasses__():
+            yield s
+            yield from subclasses(s)
+
+    found = {s for s in subclasses(errors.TesseraError) if s.__module__.startswith("tessera.")}
+    missing = sorted(f"{s.__module__}.{s.__name__}" for s in found if getattr(errors, s.__name__, None) is not s)
+    assert len(found) > 60 and not missing, missing
+    assert tessera.errors is errors

@@ -42,14 +42,21 @@ def create(obj: Ctx, name, files, file_version, commit_store, props):
             raise E.InvalidArgumentError("--commit-store catalog needs a catalog table name; a path has no catalog")
         data = read_files(files)
         store = None if commit_store in ("auto", "native") else commit_store
-        t = Table.create(name, data, file_version=file_version, commit_store=store)
+        with render.rows_written("creating rows", data.num_rows) as next_write:
+            t = Table.create(name, data, file_version=file_version, commit_store=store, progress=next_write())
         render.console.print(f"created {name} (version {t.version}, {t.count_rows():,} rows)")
         return
     data = read_files(files)  # read (and checked) before the catalog is created or touched
     cat = obj.catalog_for(name, write=True)
-    t = cat.create_table(
-        name, data, file_version=file_version, commit_store=commit_store, properties=properties or None
-    )
+    with render.rows_written("creating rows", data.num_rows) as next_write:
+        t = cat.create_table(
+            name,
+            data,
+            file_version=file_version,
+            commit_store=commit_store,
+            properties=properties or None,
+            progress=next_write(),
+        )
     render.console.print(f"created {name} (version {t.version}, {t.count_rows():,} rows)")
 
 
@@ -63,10 +70,9 @@ def append(obj: Ctx, name, files):
     # every file is read (and checked) before anything is written; CSV text as the table's types
     data = [read_files((f,), t.schema) for f in files]
     total = sum(d.num_rows for d in data)
-    with render.progress("appending rows", total) as prog:
-        task = prog.add_task("append", total=total)
+    with render.rows_written("appending rows", total) as next_write:
         for d in data:
-            t.append(render.counted(d, lambda n: prog.advance(task, n)))
+            t.append(d, progress=next_write())
     render.console.print(f"{name}: version {t.version}, {t.count_rows():,} rows")
 
 

@@ -171,21 +171,28 @@ def progress(label: str, total: int):
     )
 
 
-#: rows per batch handed to a write by :func:`counted` (the bar moves this often)
-PROGRESS_BATCH_ROWS = 65_536
+@contextlib.contextmanager
+def rows_written(label: str, total: int) -> Iterator[Callable[[], Callable[[str, int, int | None], None]]]:
+    """A bar of the rows written (on stderr, removed when done) by one or
+    more writes: ``next_write()`` is the ``progress=`` of the next write, whose
+    rows count after those of the writes before it.  The write tells its rows
+    as it takes them, so the bar moves with the rows, not with whole files (a
+    10M-row file sat at 0/1 until it was done)."""
+    with progress(label, total) as prog:
+        task = prog.add_task(label, total=total)
+        written = 0  # rows of the writes so far
 
+        def next_write() -> Callable[[str, int, int | None], None]:
+            before = written
 
-def counted(table: pa.Table, advance: Callable[[int], None]) -> pa.RecordBatchReader:
-    """``table`` as a reader whose batches report their rows to ``advance``
-    as the write takes them: a bar that moves with the rows written, not
-    with whole files (a 10M-row file sat at 0/1 until it was done)."""
+            def tell(phase: str, done: int, _total: int | None) -> None:
+                nonlocal written
+                written = before + done
+                prog.update(task, completed=written)
 
-    def batches():
-        for batch in table.to_batches(max_chunksize=PROGRESS_BATCH_ROWS):
-            yield batch
-            advance(batch.num_rows)
+            return tell
 
-    return pa.RecordBatchReader.from_batches(table.schema, batches())
+        yield next_write
 
 
 @contextlib.contextmanager

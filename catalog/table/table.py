@@ -52,6 +52,7 @@ from .data import Data
 from .rowid_index import RowIdIndex
 from .snapshot import TableSnapshot
 from .tags import Tags
+from .write_progress import WriteProgress
 
 if TYPE_CHECKING:
     import polars as pl
@@ -114,6 +115,7 @@ class Table:
         storage_options: dict[str, str] | None = None,
         retry: RetryPolicy | None = None,
         durability: str | None = None,
+        progress: WriteProgress | None = None,
     ) -> Table:
         """Create a table from data (Arrow, pandas, ...) or from a pyarrow schema.
 
@@ -126,6 +128,7 @@ class Table:
         without it, the object store's own put-if-not-exists does.
         ``mode="create"`` refuses an existing table; ``"overwrite"`` replaces it.
         ``retry`` bounds retries and read-backs (default :class:`RetryPolicy`).
+        ``progress``: told the rows written (see :mod:`tessera.catalog.table.write_progress`).
 
         ``uri`` is a location: a URI, an absolute path, or a relative path
         with a separator (``"warehouse/events"``, ``"./t2"``).  A bare name
@@ -146,9 +149,11 @@ class Table:
             table = cls.open(
                 uri, commit_store=commit_store, storage_options=storage_options, retry=retry, durability=durability
             )
-            table.overwrite(data_or_schema)
+            table.overwrite(data_or_schema, progress=progress)
             return table
-        mfile = writes.create(store, handler, data_or_schema, version, scheme, stable_row_ids, max_rows_per_file)
+        mfile = writes.create(
+            store, handler, data_or_schema, version, scheme, stable_row_ids, max_rows_per_file, progress
+        )
         return cls(store, mfile, handler=handler, max_rows_per_file=max_rows_per_file)
 
     @classmethod
@@ -378,18 +383,20 @@ class Table:
     # -- writes --------------------------------------------------------------------------
 
     @writes.one_sync_round
-    def append(self, data: Data) -> Table:
-        """Append rows; their columns must match the table's (by name)."""
-        written = writes.append(self._snap, data, self._stage())
+    def append(self, data: Data, *, progress: WriteProgress | None = None) -> Table:
+        """Append rows; their columns must match the table's (by name).
+        ``progress``: told the rows written (see :mod:`tessera.catalog.table.write_progress`)."""
+        written = writes.append(self._snap, data, self._stage(), progress)
         if written is not None:  # no rows: no version
             self._move_to(written)
             self._maintain_indices()
         return self
 
     @writes.one_sync_round
-    def overwrite(self, data: Data | pa.Schema) -> Table:
-        """Replace every row; the new data may have a new schema."""
-        self._move_to(writes.overwrite(self._snap, data, self._stage()))
+    def overwrite(self, data: Data | pa.Schema, *, progress: WriteProgress | None = None) -> Table:
+        """Replace every row; the new data may have a new schema.
+        ``progress``: told the rows written (see :mod:`tessera.catalog.table.write_progress`)."""
+        self._move_to(writes.overwrite(self._snap, data, self._stage(), progress))
         self._maintain_indices()
         return self
 

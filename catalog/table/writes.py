@@ -37,6 +37,7 @@ from tessera.stores.object_store import ObjectStore
 from ..errors import InvalidArgumentError, TableExistsError
 from . import data as ldata
 from .snapshot import TableSnapshot
+from .write_progress import Tracker
 
 DeletedRows = dict[int, np.ndarray]
 """The rows an operation deleted, by fragment id: a rebase merges them into the
@@ -108,24 +109,33 @@ def write_data(
     data: ldata.Data,
     schema: pa.Schema | None = None,
     fields: list[lschema.LanceField] | None = None,
+    track: Tracker | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write rows as new fragments (ids unassigned) in the table's file version;
     their columns must match the table's (pylance's write rule, checked before
-    anything is written)."""
+    anything is written).  ``track`` tells the write's ``progress=``."""
+    track = track or Tracker(None)
     reader = ldata.to_reader(data, schema)
     return write_fragments(
         snap.store,
-        ldata.iter_batches(reader),
+        track.batches(ldata.iter_batches(reader)),
         schema or snap.schema,
         fields or snap.fields,
         snap.file_version,
         snap.max_rows_per_file,
         data_schema=reader.schema,
+        on_open=track.on_open,
+        on_finish=track.on_finish,
     )
 
 
 def _overwrite(
-    store: ObjectStore, data: ldata.Data | pa.Schema, file_version: str, max_rows_per_file: int, read_version: int
+    store: ObjectStore,
+    data: ldata.Data | pa.Schema,
+    file_version: str,
+    max_rows_per_file: int,
+    read_version: int,
+    track: Tracker,
 ) -> transaction_pb2.Transaction:
     """Write ``data`` (or nothing, for a schema) and return an Overwrite of every row with it."""
     batches: Iterable[pa.RecordBatch]
@@ -133,9 +143,18 @@ def _overwrite(
         schema, batches = data, []
     else:
         reader = ldata.to_reader(data)
-        schema, batches = reader.schema, ldata.iter_batches(reader)
+        schema, batches = reader.schema, track.batches(ldata.iter_batches(reader))
     fields = lschema.fields_from_arrow(schema)
-    frags = write_fragments(store, batches, schema, fields, file_version, max_rows_per_file)
+    frags = write_fragments(
+        store,
+        batches,
+        schema,
+        fields,
+        file_version,
+        max_rows_per_file,
+        on_open=track.on_open,
+        on_finish=track.on_finish,
+    )
     txn = new_transaction(read_version)
     txn.overwrite.fragments.extend(frags)
     txn.overwrite.schema.extend(lschema.fields_to_protos(fields))
@@ -152,9 +171,10 @@ def create(
     naming: mf.NamingScheme,
     stable_row_ids: bool,
     max_rows_per_file: int,
+    progress: object = None,
 ) -> mf.ManifestFile:
     """Write a new table's first version (the handler's identity in its config)."""
-    txn = _overwrite(store, data, file_version, max_rows_per_file, 0)
+    txn = _overwrite(store, data, file_version, max_rows_per_file, 0, Tracker(progress, data))
     for k, v in handler.config().items():
         txn.overwrite.config_upsert_values[k] = v
     try:
@@ -167,10 +187,13 @@ def create(
     return mfile
 
 
-def append(snap: TableSnapshot, data: ldata.Data, stage: Stage | None = None) -> mf.ManifestFile | None:
+def append(
+    snap: TableSnapshot, data: ldata.Data, stage: Stage | None = None, progress: object = None
+) -> mf.ManifestFile | None:
     """Append rows (None: there were none)."""
+    track = Tracker(progress, data)
     check_writable(snap)
-    frags = write_data(snap, data)
+    frags = write_data(snap, data, track=track)
     if not frags:
         return None
 
@@ -182,10 +205,13 @@ def append(snap: TableSnapshot, data: ldata.Data, stage: Stage | None = None) ->
     return run(snap, build, stage)
 
 
-def overwrite(snap: TableSnapshot, data: ldata.Data | pa.Schema, stage: Stage | None = None) -> mf.ManifestFile:
+def overwrite(
+    snap: TableSnapshot, data: ldata.Data | pa.Schema, stage: Stage | None = None, progress: object = None
+) -> mf.ManifestFile:
     """Replace every row (and the schema, by the data's)."""
+    track = Tracker(progress, data)
     check_writable(snap)
-    txn = _overwrite(snap.store, data, snap.file_version, snap.max_rows_per_file, snap.version)
+    txn = _overwrite(snap.store, data, snap.file_version, snap.max_rows_per_file, snap.version, track)
     return commit(snap, txn, snap.mfile, stage)
 
 

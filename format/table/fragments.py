@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +54,8 @@ class FragmentWriter:
     bytes are waiting (0, the default: each batch is written as it comes).
     A file whose dictionaries would grow too large for their index type with
     the next batch is finished first (the batch starts a file of its own).
+    ``on_open()`` is called before each data file is opened, ``on_finish(fragment)``
+    once it is finished (a write's ``progress=``; what they raise fails the write).
     :meth:`finish` returns the fragments; a write that fails calls
     :meth:`discard`, which leaves no data file of this writer behind.
     Used by every write path: ``Table``'s writes and the Spark tasks.
@@ -68,8 +70,12 @@ class FragmentWriter:
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         flush_rows: int = 0,
         flush_bytes: int = 0,
+        *,
+        on_open: Callable[[], None] | None = None,
+        on_finish: Callable[[table_pb2.DataFragment], None] | None = None,
     ) -> None:
         self.store, self.schema, self.fields = store, schema, fields
+        self.on_open, self.on_finish = on_open, on_finish
         self.file_version, self.max_rows = file_version, max_rows_per_file
         self.flush_rows, self.flush_bytes = flush_rows, flush_bytes
         self.fragments: list[table_pb2.DataFragment] = []
@@ -105,6 +111,8 @@ class FragmentWriter:
         pos = 0
         while pos < batch.num_rows:
             if self._writer is None:
+                if self.on_open is not None:
+                    self.on_open()
                 self._name = paths.new_data_file_name()
                 self._out = self.store.open_output(paths.data_path(self._name))
                 self._writer = FileWriter(self._out, self.schema, file_version=self.file_version, fields=self.fields)
@@ -135,6 +143,8 @@ class FragmentWriter:
         self.fragments.append(frag)
         self.rows += w.num_rows
         self.bytes += size
+        if self.on_finish is not None:
+            self.on_finish(frag)
 
     def finish(self) -> list[table_pb2.DataFragment]:
         """Write what waits, finish the open file; the fragments written."""
@@ -172,9 +182,12 @@ def write_fragments(
     file_version: str,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     data_schema: pa.Schema | None = None,
+    *,
+    on_open: Callable[[], None] | None = None,
+    on_finish: Callable[[table_pb2.DataFragment], None] | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write ``batches`` into new fragments (ids unassigned), one file each,
-    through a :class:`FragmentWriter`.
+    through a :class:`FragmentWriter` (``on_open``, ``on_finish``: its hooks).
 
     Every batch is conformed to ``schema`` by pylance's write rule
     (:func:`.write_types.conform_batch`); ``data_schema``, the schema of the
@@ -183,7 +196,9 @@ def write_fragments(
     raises :class:`SchemaMismatchError` and leaves no data file behind."""
     if data_schema is not None:
         check_write_schema(data_schema, schema)
-    writer = FragmentWriter(store, schema, fields, file_version, max_rows_per_file)
+    writer = FragmentWriter(
+        store, schema, fields, file_version, max_rows_per_file, on_open=on_open, on_finish=on_finish
+    )
     try:
         for batch in batches:
             writer.add(conform_batch(batch, schema))

@@ -532,22 +532,62 @@ def test_history_keeps_its_timestamps_whole_at_80_columns(sq):
     assert "1,234,567" in out
 
 
+def _bar_steps(monkeypatch) -> list[int]:
+    """What the CLI's progress bars show as done, in order (every bar of the command)."""
+    from tessera.catalog.cli import render
+
+    steps: list[int] = []
+    real = render.progress
+
+    def spy(label, total):
+        prog = real(label, total)
+
+        def recorded(method):
+            def call(task, *a, **kw):
+                method(task, *a, **kw)
+                steps.append(int({t.id: t for t in prog.tasks}[task].completed))
+
+            return call
+
+        prog.update, prog.advance = recorded(prog.update), recorded(prog.advance)
+        return prog
+
+    monkeypatch.setattr(render, "progress", spy)
+    return steps
+
+
+def _big_parquet(tmp, n):
+    big = tmp / "big.parquet"
+    pq.write_table(pa.table({"id": pa.array(range(n), pa.int64()), "city": ["x"] * n, "amount": [1.0] * n}), big)
+    return big
+
+
 def test_append_progress_moves_with_rows(sq, monkeypatch):
     """The append bar counts rows as the write takes them (several steps for
     one large file), and every row arrives once."""
-    from tessera.catalog.cli import render
-
     args, ns, tmp = sq
     _files(tmp)
     name = f"{ns}.p"
     run(args, "create", name, str(tmp / "a.parquet"))
-    big = tmp / "big.parquet"
     n = 150_000
-    pq.write_table(pa.table({"id": pa.array(range(n), pa.int64()), "city": ["x"] * n, "amount": [1.0] * n}), big)
-    steps: list[int] = []
-    real = render.counted
-    monkeypatch.setattr(render, "counted", lambda t, adv: real(t, lambda k: (steps.append(k), adv(k))))
+    big = _big_parquet(tmp, n)
+    steps = _bar_steps(monkeypatch)
     run(args, "append", name, str(big), str(tmp / "b.csv"))
-    assert sum(steps) == n + 1 and len(steps) >= 4, steps  # 65,536-row batches, then the CSV's row
+    moved = [s for s in steps if s]
+    assert moved == sorted(moved) and moved[-1] == n + 1 and len(set(moved)) >= 4, steps  # 65,536-row steps
     described = json.loads(run(args, "describe", name, "-o", "json").stdout)
     assert described["rows"] == 3 + n + 1
+
+
+def test_create_progress_moves_with_rows(sq, monkeypatch):
+    """``tessera create`` shows the rows written as append does, for a
+    catalog table and for a table created by path."""
+    args, ns, tmp = sq
+    n = 150_000
+    big = _big_parquet(tmp, n)
+    steps = _bar_steps(monkeypatch)
+    for name in (f"{ns}.big", str(tmp / "by_path")):
+        steps.clear()
+        assert f"{n:,} rows" in run(args, "create", name, str(big)).output
+        moved = [s for s in steps if s]
+        assert moved == sorted(moved) and moved[-1] == n and len(set(moved)) >= 3, steps  # 65,536-row steps
