@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import click
 
-from tessera.format.table import paths
-
 from .. import errors as E
 from . import render
 from .context import Ctx
@@ -54,21 +52,15 @@ def table_list(obj: Ctx, namespace, output):
 
 
 def _size(t) -> dict:
-    frags = t.fragments
-    rows = t.count_rows()
-    nbytes = 0
-    files = 0
-    for f in frags:
-        for df in f.files:
-            files += 1
-            size = df.file_size_bytes
-            if not size:
-                try:
-                    size = t.store.size(paths.data_path(df.path))
-                except Exception:  # noqa: BLE001 - a size we cannot read is left out
-                    size = 0
-            nbytes += size
-    return {"rows": rows, "fragments": len(frags), "data_files": files, "bytes": nbytes}
+    """What ``describe`` says of the version's rows, files and columns (``Table.stats``)."""
+    st = t.stats().to_dict()
+    return {
+        **{k: st[k] for k in ("rows", "deleted_rows", "fragments", "small_fragments", "data_files")},
+        **{k: st[k] for k in ("deletion_files",)},
+        "bytes": st["data_bytes"],
+        "column_stats": {c.pop("name"): c for c in st["columns"]},
+        "indices": st["indices"],
+    }
 
 
 def _describe(obj: Ctx, name, output, version):
@@ -114,17 +106,36 @@ def _describe(obj: Ctx, name, output, version):
         ["file version", d["file_version"]],
         ["stable row ids", "yes" if d["stable_row_ids"] else "no"],
         ["created", d["created_at"]],
-        ["rows", f"{d['rows']:,}"],
-        ["fragments", f"{d['fragments']:,} ({d['data_files']:,} data files)"],
+        ["rows", f"{d['rows']:,}" + (f" ({d['deleted_rows']:,} deleted)" if d["deleted_rows"] else "")],
+        ["fragments", f"{d['fragments']:,} ({d['data_files']:,} data files, {d['small_fragments']:,} small)"],
         ["size", render.human_bytes(d["bytes"])],
     ]
     facts += [[f"property {k}", v] for k, v in sorted(d["properties"].items())]
     render.print_rows(["field", "value"], facts, title=d["name"])
+    known = {n: c for n, c in d["column_stats"].items() if c["source"]}
+
+    def stat(name: str, key: str) -> str:
+        v = known[name][key] if name in known else None
+        return "-" if v is None else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
     render.print_rows(
-        ["column", "type", "nullable"],
-        [[c["name"], c["type"], "yes" if c["nullable"] else "no"] for c in d["schema"]],
-        title="schema",
+        ["column", "type", "nullable"] + (["nulls", "min", "max"] if known else []),
+        [
+            [c["name"], c["type"], "yes" if c["nullable"] else "no"]
+            + ([stat(c["name"], "null_count"), stat(c["name"], "min"), stat(c["name"], "max")] if known else [])
+            for c in d["schema"]
+        ],
+        title="schema" + (" (nulls and bounds from zone maps)" if known else ""),
     )
+    if d["indices"]:
+        render.print_rows(
+            ["index", "type", "columns", "indexed rows", "unindexed rows"],
+            [
+                [i["name"], i["type"], ", ".join(i["columns"]), f"{i['indexed_rows']:,}", f"{i['unindexed_rows']:,}"]
+                for i in d["indices"]
+            ],
+            title="indices",
+        )
 
 
 @table_group.command("describe")

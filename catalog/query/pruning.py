@@ -103,7 +103,7 @@ _ZONEMAP_CACHE_SIZE = 64
 _ZONEMAP_LOCK = threading.Lock()
 
 
-def _read_zonemap(store: ObjectStore, meta: table_pb2.IndexMetadata) -> zm.ZoneMap:
+def read_zonemap(store: ObjectStore, meta: table_pb2.IndexMetadata) -> zm.ZoneMap:
     """:func:`zm.read_zonemap`, once per process for each index (scans of a
     table, however opened, share it)."""
     key = (store.uri, bytes(meta.uuid.uuid))
@@ -144,7 +144,7 @@ def terms_pruner(
         key = bytes(meta.uuid.uuid)
         if key not in read:
             try:
-                zones = _read_zonemap(store, meta)
+                zones = read_zonemap(store, meta)
                 covered = BitMap.deserialize(bytes(meta.fragment_bitmap)) if meta.fragment_bitmap else BitMap()
             except (FormatError, StoreError, OSError, ValueError) as exc:
                 log.warning("%s: zone map %s unreadable, not used (%s)", store.uri, meta.name, exc)

@@ -51,6 +51,7 @@ from .compaction import CompactionMetrics
 from .data import Data
 from .rowid_index import RowIdIndex
 from .snapshot import TableSnapshot
+from .stats import TableStats, table_stats
 from .tags import Tags
 from .write_progress import WriteProgress
 
@@ -544,6 +545,13 @@ class Table:
         """The table's indices (pylance's and Tessera's): name, type, columns,
         uuid, the fragments covered and the version each was built on."""
         return indexes.list_indices(self._snap)
+
+    def stats(self) -> TableStats:
+        """This version's statistics: rows, deleted rows, fragments (small
+        ones as pylance counts them), files, bytes, versions, per-column NULL
+        counts and value bounds where zone maps cover the version, and each
+        index's coverage (see :mod:`tessera.catalog.table.stats`)."""
+        return table_stats(self._snap)
 
     # -- reads ---------------------------------------------------------------------------
 
