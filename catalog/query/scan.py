@@ -20,7 +20,12 @@ from ..errors import InvalidArgumentError, UnknownColumnError
 
 ROW_ADDRESS = "_rowaddr"
 ROW_ID = "_rowid"
-SPECIAL = (ROW_ADDRESS, ROW_ID)
+#: row lineage, as pylance reads it: the version that created each row and the
+#: one that last updated it (1 where a fragment records none: a table without
+#: stable row ids, or rows from before they were kept)
+CREATED_AT = "_row_created_at_version"
+UPDATED_AT = "_row_last_updated_at_version"
+SPECIAL = (ROW_ADDRESS, ROW_ID, CREATED_AT, UPDATED_AT)
 DEFAULT_BATCH_SIZE = 64 * 1024
 #: the fewest rows read from a fragment at a time, whatever the batch size
 #: (batches are slices of a read)
@@ -205,8 +210,8 @@ class Scan:
         self.special_in_filter = False
         out_fields = []
         for c in out:
-            if c in self.special:
-                out_fields.append(pa.field(c, pa.uint64(), nullable=False))
+            if c in self.special:  # the lineage columns are nullable, as pylance types them
+                out_fields.append(pa.field(c, pa.uint64(), nullable=c in (CREATED_AT, UPDATED_AT)))
             else:
                 out_fields.append(schema.field(c))
         self.schema = pa.schema(out_fields, metadata=schema.metadata)  # pandas metadata, as pylance keeps it
@@ -346,15 +351,24 @@ class Scan:
         batch = self._joined(others, rest, fbatch).filter(pa.array(keep[rows]))
         return batch, keep
 
-    def _group_specials(self, frags: list, readers: list) -> tuple[np.ndarray, np.ndarray | None]:
-        """Row addresses of every row of a group and, when asked for, row ids."""
-        addr = np.concatenate(
-            [(np.uint64(f.id) << np.uint64(32)) + np.arange(f.physical_rows, dtype=np.uint64) for f in frags]
-        )
-        ids = None
-        if ROW_ID in self.columns and ROW_ID in self.special:
-            ids = np.concatenate([r.row_ids(0, r.physical_rows) for r in readers]).astype(np.uint64)
-        return addr, ids
+    def _special_values(self, frag, reader: FragmentReader, start: int, stop: int) -> dict[str, np.ndarray]:
+        """The special columns this scan returns, for physical rows [start, stop) of ``frag``."""
+        out: dict[str, np.ndarray] = {}
+        for c in self.columns:
+            if c not in self.special:
+                continue
+            if c == ROW_ADDRESS:
+                out[c] = (np.uint64(frag.id) << np.uint64(32)) + np.arange(start, stop, dtype=np.uint64)
+            elif c == ROW_ID:
+                out[c] = reader.row_ids(0, frag.physical_rows)[start:stop].astype(np.uint64, copy=False)
+            else:
+                out[c] = reader.row_versions(created=c == CREATED_AT)[start:stop]
+        return out
+
+    def _group_specials(self, frags: list, readers: list) -> dict[str, np.ndarray]:
+        """The special columns of every row of a group."""
+        parts = [self._special_values(f, r, 0, f.physical_rows) for f, r in zip(frags, readers)]
+        return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]} if parts else {}
 
     def _ranges(self, frag) -> list[tuple[int, int]]:
         """The physical row ranges of ``frag`` to read: all of them, or those
@@ -463,40 +477,29 @@ class Scan:
             return None
         batch, kept = got
 
-        def specials() -> tuple[np.ndarray, np.ndarray | None]:
-            positions = np.arange(start, stop, dtype=np.uint64)
-            addr = (np.uint64(frag.id) << np.uint64(32)) + positions
-            ids = None
-            if ROW_ID in self.columns and ROW_ID in self.special:
-                ids = reader.row_ids(0, frag.physical_rows)[start:stop]
-            return addr, ids
-
-        return self._output(batch, kept, stop - start, specials)
+        return self._output(batch, kept, stop - start, lambda: self._special_values(frag, reader, start, stop))
 
     def _output(self, batch, kept, rows: int, specials) -> pa.RecordBatch:
         """The output batch of a read of ``rows`` rows: ``batch`` (the read
         columns of the rows kept; None when none is read), ``kept`` (None: every
-        row, a slice or a mask); ``specials()`` gives every row's address and
-        (when asked for) row id, computed only when an output needs them."""
-        addr = ids = None
+        row, a slice or a mask); ``specials()`` gives every row's special
+        columns (:meth:`_special_values`), computed only when an output needs them."""
+        values: dict[str, np.ndarray] = {}
         count = None
         if self._special_out or batch is None:
             if self._special_out:
-                addr, ids = specials()
+                values = specials()
                 if kept is not None:
-                    addr = addr[kept]
-                    ids = ids[kept] if ids is not None else None
-                count = len(addr)
+                    values = {c: v[kept] for c, v in values.items()}
+                count = len(next(iter(values.values())))
             else:
                 count = (
                     rows if kept is None else (kept.stop - kept.start if isinstance(kept, slice) else int(kept.sum()))
                 )
         cols = []
         for c in self.columns:
-            if c == ROW_ADDRESS and c in self.special:
-                cols.append(pa.array(addr, pa.uint64()))
-            elif c == ROW_ID and c in self.special:
-                cols.append(pa.array(ids, pa.uint64()))
+            if c in values:
+                cols.append(pa.array(values[c], pa.uint64()))
             else:
                 assert batch is not None  # c is one of read_names, so the batch was read
                 cols.append(batch.column(self.read_names.index(c)))

@@ -31,11 +31,21 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from tessera.commit import CommitHandler, RetryPolicy, call_namespace, namespace_handler, open_handler, recorded_store
-from tessera.commit.errors import TableNotFoundError
+from tessera.commit import (
+    CommitHandler,
+    NativeCommitHandler,
+    RetryPolicy,
+    call_namespace,
+    list_versions,
+    load_manifest,
+    namespace_handler,
+    open_handler,
+    recorded_store,
+)
+from tessera.commit.errors import CoordinatorMismatchError, TableNotFoundError
 from tessera.format.errors import TesseraError
 from tessera.format.table import manifest as mf
 from tessera.stores.object_store import ObjectStore
@@ -47,7 +57,10 @@ from ..errors import InvalidArgumentError
 from ..names import is_table_name
 from .tags import Tags
 
-__all__ = ["open_in_namespace", "open_recorded"]
+if TYPE_CHECKING:
+    from tessera.stores.manifest_store import ManifestStore
+
+__all__ = ["open_by_path", "open_in_namespace", "open_recorded"]
 
 log = logging.getLogger(__name__)
 _WARNED: set[str] = set()
@@ -173,3 +186,42 @@ def open_in_namespace(
     opts = {**(described.get("storage_options") or {}), **(storage_options or {})}
     store = open_object_store(str(location), opts or None)
     return store, handler.load(store, Tags(store).version_of(version) if version is not None else None), handler
+
+
+def open_by_path(
+    uri: str,
+    store: ObjectStore,
+    version: int | str | None,
+    commit_store: str | ManifestStore | None,
+    retry: RetryPolicy | None,
+) -> tuple[mf.ManifestFile, CommitHandler]:
+    """A table opened by location: its manifest (``version``: a number, a tag,
+    or None for the latest) and the handler its commits go through
+    (``commit_store``'s, else the one it records: :func:`open_recorded`).
+    A handler that may not commit (another coordinator) is returned all the
+    same: reading is allowed, every write binds again and is refused."""
+    handler = open_handler(uri, commit_store, retry)
+    number = Tags(store).version_of(version) if version is not None else None
+    try:
+        mfile = handler.load(store, number)
+    except TableNotFoundError:
+        if handler.kind != "native" and list_versions(store)[0]:
+            # a table is on storage, but the store has no rows for it: say whose it is
+            handler.bind(load_manifest(store).manifest, store.uri)
+            raise CoordinatorMismatchError(
+                f"{store.uri} has versions on storage, but the {handler.kind} store at "
+                f"{handler.config().get('tessera.commit.store')} has no rows for it "
+                "(the table was committed without this store, "
+                "or the store lost them); open it without commit_store, or with its own store"
+            ) from None
+        raise
+    if isinstance(handler, NativeCommitHandler) and commit_store is None:
+        found = open_recorded(store, mfile, number, retry)  # the store the table records
+        if isinstance(found, tuple):
+            return found[1], found[0]
+        handler.unreached = found
+    try:
+        handler.bind(mfile.manifest, store.uri)
+    except CoordinatorMismatchError:
+        pass  # reading is allowed; every write binds again and is refused
+    return mfile, handler

@@ -30,10 +30,9 @@ from tessera.commit import (
     VersionCleanupReport,
     fragment_live_rows,
     list_versions,
-    load_manifest,
     open_handler,
 )
-from tessera.commit.errors import CoordinatorMismatchError, TableNotFoundError
+from tessera.commit.errors import TableNotFoundError
 from tessera.format.file.container import normalize_version
 from tessera.format.protos import table_pb2
 from tessera.format.table import manifest as mf
@@ -210,30 +209,7 @@ class Table:
             raise InvalidArgumentError(f"a table URI is a string (a list is a table id: pass namespace=), got {uri!r}")
         check_location(uri, catalog_hint=_OPEN_HINT)
         store = open_object_store(uri, storage_options, durability)
-        handler = open_handler(uri, commit_store, retry)
-        number = Tags(store).version_of(version) if version is not None else None
-        try:
-            mfile = handler.load(store, number)
-        except TableNotFoundError:
-            if handler.kind != "native" and list_versions(store)[0]:
-                # a table is on storage, but the store has no rows for it: say whose it is
-                handler.bind(load_manifest(store).manifest, store.uri)
-                raise CoordinatorMismatchError(
-                    f"{store.uri} has versions on storage, but the {handler.kind} store at "
-                    f"{handler.config().get('tessera.commit.store')} has no rows for it "
-                    "(the table was committed without this store, "
-                    "or the store lost them); open it without commit_store, or with its own store"
-                ) from None
-            raise
-        if isinstance(handler, NativeCommitHandler) and commit_store is None:
-            found = coordinator.open_recorded(store, mfile, number, retry)  # the store the table records
-            if isinstance(found, tuple):
-                return cls(store, found[1], handler=found[0])
-            handler.unreached = found
-        try:
-            handler.bind(mfile.manifest, store.uri)
-        except CoordinatorMismatchError:
-            pass  # reading is allowed; every write binds again and is refused
+        mfile, handler = coordinator.open_by_path(uri, store, version, commit_store, retry)
         return cls(store, mfile, handler=handler)
 
     # -- state ---------------------------------------------------------------------------
@@ -733,6 +709,16 @@ class Table:
     def versions(self) -> list[dict[str, Any]]:
         """Every version: number, timestamp, operation, rows added and removed."""
         return maintenance.versions(self._snap)
+
+    def changes(
+        self, start_version: int, end_version: int | None = None, columns: Sequence[str] | None = None
+    ) -> pa.Table:
+        """The rows versions ``start_version`` to ``end_version`` (default: this
+        one) inserted, updated and deleted, with Delta's ``_change_type``,
+        ``_commit_version`` and ``_commit_timestamp`` (see :mod:`tessera.catalog.table.changes`)."""
+        from .changes import changes
+
+        return changes(self._snap, start_version, end_version, columns)
 
     @writes.one_sync_round
     def compact(

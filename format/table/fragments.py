@@ -27,7 +27,7 @@ from ..protos import table_pb2
 from . import deletion as ldeletion
 from . import manifest as lmanifest
 from . import paths
-from .rowids import decode_row_ids
+from .rowids import CREATED_AT_FIELDS, LAST_UPDATED_AT_FIELDS, decode_row_ids, read_versions
 from .store import OutputStream, TableStore
 from .write_types import check_write_schema, conform_batch
 
@@ -435,6 +435,8 @@ class FragmentReader:
     stats: dict | None = None
     _deleted: np.ndarray | None = None
     _row_ids: np.ndarray | None = None
+    #: decoded created-at / last-updated-at versions (see :meth:`row_versions`)
+    _versions: dict[str, np.ndarray] = field(default_factory=dict)
     #: when given (and ``stats`` is not), data files are opened through it
     #: and stay open after ``close``
     file_cache: FileReaderCache | None = None
@@ -623,6 +625,18 @@ class FragmentReader:
             assert ids is not None  # the fragment has inline or external row ids (checked above)
             self._row_ids = ids
         return self._row_ids[start:stop]
+
+    def row_versions(self, created: bool) -> np.ndarray:
+        """Every physical row's created-at (``created``) or last-updated-at
+        version; 1 where the fragment records none, as pylance reads it."""
+        key = "created" if created else "updated"
+        got = self._versions.get(key)
+        if got is None:
+            got = read_versions(self.store, self.fragment, CREATED_AT_FIELDS if created else LAST_UPDATED_AT_FIELDS)
+            if got is None:
+                got = np.ones(self.fragment.physical_rows, np.uint64)
+            got = self._versions[key] = got.astype(np.uint64, copy=False)
+        return got
 
     def close(self) -> None:
         if self.file_cache is None or self.stats is not None:
