@@ -50,7 +50,6 @@ from .compaction import CompactionMetrics
 from .data import Data
 from .rowid_index import RowIdIndex
 from .snapshot import TableSnapshot
-from .stats import TableStats, table_stats
 from .tags import Tags
 from .write_progress import WriteProgress
 
@@ -62,6 +61,7 @@ if TYPE_CHECKING:
     from ..query.arrow_dataset import TesseraDataset
     from ..query.predicate import Predicate
     from .mutations import MergeInsertBuilder
+    from .stats import TableStats
 
 
 _OPEN_HINT = (
@@ -527,6 +527,8 @@ class Table:
         ones as pylance counts them), files, bytes, versions, per-column NULL
         counts and value bounds where zone maps cover the version, and each
         index's coverage (see :mod:`tessera.catalog.table.stats`)."""
+        from .stats import table_stats  # zone maps and the predicate machinery: imported when asked
+
         return table_stats(self._snap)
 
     # -- reads ---------------------------------------------------------------------------
