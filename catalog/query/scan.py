@@ -193,21 +193,24 @@ class Scan:
         if filter is not None:
             from . import predicate as lpred  # sqlglot and Acero: imported with the first filter
 
-            self.expr = lpred.to_expression(filter, schema)
-            used = lpred.referenced_columns(filter, schema)
+            # the special columns may be filtered on, as pylance allows (``_rowid > 5``)
+            both = pa.schema([*schema, *(pa.field(c, pa.uint64()) for c in self.special)], metadata=schema.metadata)
+            self.expr = lpred.to_expression(filter, both)
+            used = lpred.referenced_columns(filter, both)
             for c in sorted(used):
-                if c not in needed:
+                if c not in needed and c not in self.special:
                     needed.append(c)
+        #: special columns the filter reads (computed per read, never part of the read columns)
+        self.special_in_filter = tuple(c for c in self.special if c in used)
         self.read_fields = fields_by_name(fields, needed)
         self.read_names = needed
         #: late materialization on a local store: the filter's columns are read
         #: first, the others only for the rows it keeps ((filter, other) names)
         self._late: tuple[list[str], list[str]] | None = None
-        if self.expr is not None and not store.remote:
+        if self.expr is not None and not store.remote and not self.special_in_filter:
             in_filter = [c for c in needed if c in used]
             if 0 < len(in_filter) < len(needed):
                 self._late = (in_filter, [c for c in needed if c not in in_filter])
-        self.special_in_filter = False
         out_fields = []
         for c in out:
             if c in self.special:  # the lineage columns are nullable, as pylance types them
@@ -224,8 +227,9 @@ class Scan:
         #: hold matching rows ([]: none, None: unknown, read all); the filter is
         #: still applied to every row read
         self.row_ranges: Callable[[table_pb2.DataFragment], list[tuple[int, int]] | None] | None = None
-        if any(c in self.special for c in out):
-            _check_row_id_fragments(self.fragments, store, ROW_ID in out and ROW_ID in self.special)
+        if any(c in self.special for c in out) or self.special_in_filter:
+            wants_ids = ROW_ID in self.special and (ROW_ID in out or ROW_ID in self.special_in_filter)
+            _check_row_id_fragments(self.fragments, store, wants_ids)
 
     def batches(self) -> Generator[pa.RecordBatch, None, None]:
         skip, remaining = self.offset, self.limit
@@ -309,7 +313,7 @@ class Scan:
             if self._late is not None:
                 got = self._group_late(readers, starts, live)
             else:
-                got = self._group_then_filter(readers, live)
+                got = self._group_then_filter(readers, live, lambda: self._group_specials(frags, readers, True))
             if got is None:
                 return None
             batch, kept = got
@@ -318,10 +322,12 @@ class Scan:
             for r in readers:
                 r.close()
 
-    def _group_then_filter(self, readers: list, live: np.ndarray | None):
+    def _group_then_filter(self, readers: list, live: np.ndarray | None, specials):
         """:meth:`_read_then_filter` of a group: ``(batch, kept)`` or None."""
-        batch = pa.RecordBatch.from_arrays(whole_reads.read_whole(readers, release=True), names=self.read_names)
-        return self._filtered(batch, live, batch.num_rows)
+        arrays = whole_reads.read_whole(readers, release=True) if self.read_fields else []
+        batch = pa.RecordBatch.from_arrays(arrays, names=self.read_names) if arrays else None
+        rows = sum(r.physical_rows for r in readers)
+        return self._filtered(batch, live, rows, specials)
 
     def _group_late(self, readers: list, starts: np.ndarray, live: np.ndarray | None):
         """:meth:`_read_late` of a group: the filter's columns of every
@@ -351,10 +357,13 @@ class Scan:
         batch = self._joined(others, rest, fbatch).filter(pa.array(keep[rows]))
         return batch, keep
 
-    def _special_values(self, frag, reader: FragmentReader, start: int, stop: int) -> dict[str, np.ndarray]:
-        """The special columns this scan returns, for physical rows [start, stop) of ``frag``."""
+    def _special_values(
+        self, frag, reader: FragmentReader, start: int, stop: int, for_filter: bool = False
+    ) -> dict[str, np.ndarray]:
+        """The special columns this scan returns (``for_filter``: those its
+        filter reads), for physical rows [start, stop) of ``frag``."""
         out: dict[str, np.ndarray] = {}
-        for c in self.columns:
+        for c in self.special_in_filter if for_filter else self.columns:
             if c not in self.special:
                 continue
             if c == ROW_ADDRESS:
@@ -365,9 +374,9 @@ class Scan:
                 out[c] = reader.row_versions(created=c == CREATED_AT)[start:stop]
         return out
 
-    def _group_specials(self, frags: list, readers: list) -> dict[str, np.ndarray]:
+    def _group_specials(self, frags: list, readers: list, for_filter: bool = False) -> dict[str, np.ndarray]:
         """The special columns of every row of a group."""
-        parts = [self._special_values(f, r, 0, f.physical_rows) for f, r in zip(frags, readers)]
+        parts = [self._special_values(f, r, 0, f.physical_rows, for_filter) for f, r in zip(frags, readers)]
         return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]} if parts else {}
 
     def _ranges(self, frag) -> list[tuple[int, int]]:
@@ -472,7 +481,9 @@ class Scan:
         if self._late is not None:
             got = self._read_late(reader, start, stop, live)
         else:
-            got = self._read_then_filter(reader, start, stop, live)
+            got = self._read_then_filter(
+                reader, start, stop, live, lambda: self._special_values(frag, reader, start, stop, True)
+            )
         if got is None:
             return None
         batch, kept = got
@@ -513,21 +524,26 @@ class Scan:
             )
         return pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
-    def _read_then_filter(self, reader: FragmentReader, start: int, stop: int, live: np.ndarray | None):
+    def _read_then_filter(self, reader: FragmentReader, start: int, stop: int, live: np.ndarray | None, specials):
         """Every column of rows [start, stop), then the filter: ``(batch, kept)``
         (kept: None for every row, a slice for one run, else a mask), or None
         when no row is kept."""
         arrays = reader.read(start, stop) if self.read_fields else []
         batch = pa.RecordBatch.from_arrays(arrays, names=self.read_names) if arrays else None
-        return self._filtered(batch, live, stop - start)
+        return self._filtered(batch, live, stop - start, specials)
 
-    def _filtered(self, batch: pa.RecordBatch | None, live: np.ndarray | None, rows: int):
+    def _filtered(self, batch: pa.RecordBatch | None, live: np.ndarray | None, rows: int, specials=None):
         """The filter and the live mask applied to ``batch`` (``rows`` rows;
         None when no column was read): ``(batch, kept)`` (kept: None for every
-        row, a slice for one run, else a mask), or None when no row is kept."""
+        row, a slice for one run, else a mask), or None when no row is kept.
+        ``specials()`` gives the special columns the filter reads."""
         keep = live
         if self.expr is not None:
-            m = mask_of(self.expr, batch if batch is not None else pa.record_batch({"_": pa.nulls(rows)}))
+            seen = batch if batch is not None else pa.record_batch({"_": pa.nulls(rows)})
+            if self.special_in_filter and specials is not None:
+                for c, v in specials().items():
+                    seen = seen.append_column(c, pa.array(v, pa.uint64()))
+            m = mask_of(self.expr, seen)
             keep = m if keep is None else (keep & m)
         if keep is None:
             return batch, None

@@ -127,3 +127,27 @@ def test_bad_ranges_are_refused(tmp_path):
             t.changes(*args)
     with pytest.raises(E.TesseraError):
         t.changes(1, columns=["nope"])
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "_row_last_updated_at_version > 2",
+        "_row_created_at_version = 2",
+        "_rowid >= 2",
+        "_rowaddr > 4294967295 AND id > 3",
+        "id > 0 AND _row_last_updated_at_version = 1",
+    ],
+)
+def test_filters_on_special_columns_match_pylance(tmp_path, where):
+    """pylance filters on row ids, addresses and lineage; so does Tessera,
+    through every read path: small fragments read together, one fragment at a
+    time, and a count that reads no column."""
+    path = str(tmp_path / "t")
+    t = _history(path, True)
+    for k in range(5):  # small fragments: read together
+        t.append(_rows([100 + k], [f"s{k}"]))
+    ds = lance.dataset(path)
+    assert t.to_arrow(filter=where).sort_by("id") == ds.to_table(filter=where).sort_by("id")
+    assert t.count_rows(where) == ds.count_rows(where)
+    assert t.to_arrow(columns=["v"], filter=where).num_rows == ds.count_rows(where)
