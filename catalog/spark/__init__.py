@@ -25,71 +25,71 @@ only ``path`` and ``paths`` reach a Python source (``saveAsTable``,
 ``insertInto`` and ``spark.datasource.tessera.*`` session settings pass
 nothing: checked on PySpark 4.3).
 
-=======================  ========================================================
-``path`` / ``load(uri)``  the table: a URI (``s3://``, ``file://``), an absolute
-                          path or a relative path with a separator (``./t``);
-                          a bare name (``ns.t2``) is a table *name*, as
-                          ``table`` (see :mod:`tessera.catalog.names`)
-``paths``                 set by Spark's ``load([uri])``: one table only
-``table``                 a table *name*, resolved in the catalog the options
-                          name: ``namespace``, ``catalog``/``warehouse`` or a
-                          name resolver (see below); refused with
-                          :class:`SparkTableNameError` when they name none
-``catalog``               a Tessera catalog, as :func:`tessera.connect` takes
-                          it: a config-file catalog name or the catalog
-                          database's URL
-``warehouse``             that catalog's warehouse (a SQLite catalog under it
-                          when ``catalog`` is not given).  A write to a name
-                          the catalog lacks creates the table in its namespace
-                          (recorded when the job commits)
-``resolver``              ``module:function`` resolving ``table`` names
-``commit_store``          external manifest store URL coordinating commits (a
-                          table by path; a catalog records its own)
-``namespace``             a Lance REST namespace URL (``tessera serve``): the
-                          table is ``table``'s id (``ns.table``) or the path,
-                          located by the namespace, and the job's commit goes
-                          through it (no store credentials on the cluster)
-``namespace.<key>``       a property of the namespace client
-                          (``namespace.header.Authorization``)
-``storage.<key>``         one entry of ``storage_options`` (``storage.region``...)
-``version`` / ``tag``     read: time travel to a version number or a tag
-``columns``               read: comma-separated columns (Spark 4.3 does not pass
-                          the projection to Python sources)
-``pushdown``              read: ``true``/``false`` (default ``false``); ``true``
-                          is refused with :class:`SparkOptionError` on every
-                          PySpark with filter pushdown so far, see below
-``filter``                read: a SQL filter (``Table.scanner``'s) the source
-                          applies itself: the DataFrame holds only the rows it
-                          matches, and the table's zone maps skip the files and
-                          row ranges that cannot (the way to prune from Spark
-                          while pushdown is refused; it is part of the
-                          DataFrame's options, so every query sees it)
-``batch_rows``            read: rows per Arrow batch (65536)
-``min_partitions``        read: tasks to aim for at least (default: the
-                          session's default parallelism, see :func:`register`)
-``max_partition_bytes``   read: most data file bytes per task (128 MiB)
-``rows_per_partition``    read: most rows per task (no limit)
-``read_stats_dir``        read: a directory (on each executor's file system)
-                          where every task writes a JSON file of what it read:
-                          pieces, fragments, rows, bytes read from data files
-``file_version``          write, new tables: Lance file version (2.2)
-``naming``                write, new tables: manifest naming, ``V1``/``V2`` (V2)
-``max_rows_per_file``     write: rows per data file/fragment (1048576)
-``write_batch_rows``      write: rows buffered before encoding (131072)
-``commit.retry.<key>``    write: the commit's :class:`~tessera.commit.retry.RetryPolicy`
-                          (``commit.retry.max-seconds``...)
-``replaceWhere``          write, ``mode("overwrite")`` only: a SQL predicate
-                          (Tessera's, as ``filter``); the rows it matches are
-                          replaced by the DataFrame's in one version (one
-                          Update: their deletion and the new rows), and a
-                          DataFrame row it does not match fails the job
-                          (:class:`ReplaceWhereMismatchError`, nothing committed)
+========================== ========================================================
+``path`` / ``load(uri)``   the table: a URI (``s3://``, ``file://``), an absolute
+                           path or a relative path with a separator (``./t``);
+                           a bare name (``ns.t2``) is a table *name*, as
+                           ``table`` (see :mod:`tessera.catalog.names`)
+``paths``                  set by Spark's ``load([uri])``: one table only
+``table``                  a table *name*, resolved in the catalog the options
+                           name: ``namespace``, ``catalog``/``warehouse`` or a
+                           name resolver (see below); refused with
+                           :class:`SparkTableNameError` when they name none
+``catalog``                a Tessera catalog, as :func:`tessera.connect` takes
+                           it: a config-file catalog name or the catalog
+                           database's URL
+``warehouse``              that catalog's warehouse (a SQLite catalog under it
+                           when ``catalog`` is not given).  A write to a name
+                           the catalog lacks creates the table in its namespace
+                           (recorded when the job commits)
+``resolver``               ``module:function`` resolving ``table`` names
+``commit_store``           external manifest store URL coordinating commits (a
+                           table by path; a catalog records its own)
+``namespace``              a Lance REST namespace URL (``tessera serve``): the
+                           table is ``table``'s id (``ns.table``) or the path,
+                           located by the namespace, and the job's commit goes
+                           through it (no store credentials on the cluster)
+``namespace.<key>``        a property of the namespace client
+                           (``namespace.header.Authorization``)
+``storage.<key>``          one entry of ``storage_options`` (``storage.region``...)
+``version`` / ``tag``      read: time travel to a version number or a tag
+``columns``                read: comma-separated columns (Spark 4.3 does not pass
+                           the projection to Python sources)
+``pushdown``               read: ``true``/``false`` (default ``false``); ``true``
+                           is refused with :class:`SparkOptionError` on every
+                           PySpark with filter pushdown so far, see below
+``filter``                 read: a SQL filter (``Table.scanner``'s) the source
+                           applies itself: the DataFrame holds only the rows it
+                           matches, and the table's zone maps skip the files and
+                           row ranges that cannot (the way to prune from Spark
+                           while pushdown is refused; it is part of the
+                           DataFrame's options, so every query sees it)
+``batch_rows``             read: rows per Arrow batch (65536)
+``min_partitions``         read: tasks to aim for at least (default: the
+                           session's default parallelism, see :func:`register`)
+``max_partition_bytes``    read: most data file bytes per task (128 MiB)
+``rows_per_partition``     read: most rows per task (no limit)
+``read_stats_dir``         read: a directory (on each executor's file system)
+                           where every task writes a JSON file of what it read:
+                           pieces, fragments, rows, bytes read from data files
+``file_version``           write, new tables: Lance file version (2.2)
+``naming``                 write, new tables: manifest naming, ``V1``/``V2`` (V2)
+``max_rows_per_file``      write: rows per data file/fragment (1048576)
+``write_batch_rows``       write: rows buffered before encoding (131072)
+``commit.retry.<key>``     write: the commit's :class:`~tessera.commit.retry.RetryPolicy`
+                           (``commit.retry.max-seconds``...)
+``replaceWhere``           write, ``mode("overwrite")`` only: a SQL predicate
+                           (Tessera's, as ``filter``); the rows it matches are
+                           replaced by the DataFrame's in one version (one
+                           Update: their deletion and the new rows), and a
+                           DataFrame row it does not match fails the job
+                           (:class:`ReplaceWhereMismatchError`, nothing committed)
 ``partitionOverwriteMode`` write: only ``static`` (tables have no partitions;
-                          use ``replaceWhere``)
-``mergeSchema``           write: only ``false`` (schema merge: issue 30)
-``overwriteSchema``       write: ``true`` with a plain overwrite (which always
-                          takes the DataFrame's schema), ``false`` otherwise
-=======================  ========================================================
+                           use ``replaceWhere``)
+``mergeSchema``            write: only ``false`` (schema merge: issue 30)
+``overwriteSchema``        write: ``true`` with a plain overwrite (which always
+                           takes the DataFrame's schema), ``false`` otherwise
+========================== ========================================================
 
 Storage options reach every task inside the pickled plans, as Spark ships
 all data source options; prefer credentials from the environment or instance
@@ -158,6 +158,7 @@ from tessera.catalog.errors import (  # noqa: F401 - ReplaceWhereMismatchError: 
     UnknownColumnError,
 )
 
+from .errors import reported, unwrap
 from .location import (  # noqa: F401 - re-exported: the package API
     CatalogClaim,
     NameResolver,
@@ -328,6 +329,7 @@ class TesseraDataSource(DataSource):
             raise SparkOptionError(f"option filter {raw!r}: {exc}") from exc
         return raw
 
+    @reported
     def schema(self):
         from pyspark.sql.types import StructType
 
@@ -340,6 +342,7 @@ class TesseraDataSource(DataSource):
         full = spark_schema_of(table.schema)
         return StructType([full[c] for c in self._columns(opts, full.fieldNames())])
 
+    @reported
     def reader(self, schema):
         from tessera.format.file import schema as lschema
 
@@ -382,6 +385,7 @@ class TesseraDataSource(DataSource):
         # the index section: pushed filters prune with the version's zone maps at planning
         return cls(plan, schema, [f.SerializeToString() for f in table.fragments], table.snapshot.index_section)
 
+    @reported
     def writer(self, schema, overwrite: bool):
         from .write import plan_write
 
@@ -397,7 +401,7 @@ class TesseraPushdownDataSource(TesseraDataSource):
     pushdown_default = True
 
 
-def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True) -> None:
+def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True, translate_errors: bool = True) -> None:
     """Make ``format("tessera")`` available in ``spark`` (per session).
 
     Writes: Spark hands a Python writer its rows in Arrow batches of at most
@@ -429,6 +433,18 @@ def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True)
     planning workers cannot ask the session); the ``min_partitions`` option
     overrides it per read.
 
+    Errors: a Tessera error raised where Spark runs the source (planning
+    workers, tasks, the job's commit) reaches this process inside a PySpark
+    exception whose text Spark starts with its own heading.  With
+    ``translate_errors`` (the default) this process's PySpark exceptions that
+    carry one become instances of the Tessera error class too (``except
+    SchemaMismatchError`` works; ``AnalysisException``/``PythonException``
+    still do), and their ``str()`` starts with it, then Spark's text:
+    ``tessera.errors.SchemaMismatchError: cannot write ...`` (see
+    :mod:`tessera.catalog.spark.errors`; process-wide, as PySpark's
+    exception conversion is).  :func:`unwrap` gets the Tessera error back
+    from any such exception either way.
+
     Spark looks Python data sources up in the JVM's *active* session, which is
     per thread: a job started from another Python thread fails with
     ``DATA_SOURCE_NOT_FOUND`` unless that thread calls :func:`activate` first."""
@@ -436,6 +452,10 @@ def register(spark, *, pushdown: bool = False, lift_arrow_byte_cap: bool = True)
     if pushdown and refusal:
         raise SparkOptionError(f"register(spark, pushdown=True): {refusal}")
     check_worker_python(spark)
+    if translate_errors:
+        from .errors import install
+
+        install()
     base = TesseraPushdownDataSource if pushdown else TesseraDataSource
     parallelism = _default_parallelism(spark)
     if parallelism is not None and parallelism != base.default_parallelism:
@@ -562,4 +582,5 @@ __all__ = [
     "register",
     "resolve_location",
     "set_name_resolver",
+    "unwrap",
 ]

@@ -56,6 +56,7 @@ from tessera.format.protos import file_pb2, table_pb2
 from tessera.format.table.fragments import FragmentReader
 from tessera.stores.registry import open_object_store
 
+from .errors import reported
 from .stats import Pushed, range_terms_of, translate
 from .types import spark_arrow_schema, to_spark_batch
 
@@ -202,6 +203,7 @@ class TesseraReader(DataSourceReader):
 
     # -- planning worker --------------------------------------------------------------------
 
+    @reported
     def partitions(self):
         p = self.plan
         frags = [table_pb2.DataFragment.FromString(b) for b in self._fragments]
@@ -244,6 +246,7 @@ class TesseraReader(DataSourceReader):
 
     # -- executors ----------------------------------------------------------------------------
 
+    @reported
     def read(self, partition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, ReadPartition):
             return  # Spark's stand-in InputPartition(None) when there is nothing to read
@@ -271,6 +274,7 @@ class TesseraFilteringReader(TesseraReader):
     """A :class:`TesseraReader` with filter pushdown (needs the session conf
     ``spark.sql.python.filterPushdown.enabled=true``, which ``register`` sets)."""
 
+    @reported
     def pushFilters(self, filters):  # noqa: N802 - pyspark's name
         """Keep what can be applied exactly in ``read()``; hand back the rest."""
         schema = self.plan.arrow_schema()

@@ -48,6 +48,7 @@ from tessera.format.table.paths import DATA_DIR
 from tessera.stores.object_store import ObjectStore
 from tessera.stores.registry import open_object_store
 
+from .errors import reported
 from .location import CatalogClaim, TableLocation, normalize_uri
 from .options import READ_OPTIONS, RETRY_PREFIX, WRITE_OPTIONS, SparkOptions
 from .types import arrow_schema_for, check_append_columns, conform_batch
@@ -300,6 +301,7 @@ class TesseraWriter(DataSourceArrowWriter):
 
     # -- executors ------------------------------------------------------------------------
 
+    @reported
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TesseraCommitMessage:
         from pyspark import TaskContext
 
@@ -333,6 +335,7 @@ class TesseraWriter(DataSourceArrowWriter):
 
     # -- driver -----------------------------------------------------------------------------
 
+    @reported
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         frags = [table_pb2.DataFragment.FromString(b) for m in _ours(messages) for b in m.fragments]
         p = self.plan
@@ -502,6 +505,7 @@ class TesseraWriter(DataSourceArrowWriter):
         mfile = commit_operation(store, handler, base, build, commit=commit)
         return mfile.version if mfile is not None else None
 
+    @reported
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the files of the given messages that no committed version uses."""
         p = self.plan
