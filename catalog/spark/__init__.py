@@ -72,6 +72,14 @@ nothing: checked on PySpark 4.3).
 ``read_stats_dir``         read: a directory (on each executor's file system)
                            where every task writes a JSON file of what it read:
                            pieces, fragments, rows, bytes read from data files
+``readChangeFeed``         read: ``true`` reads the change data feed (Delta's
+                           names): the rows versions ``startingVersion`` to
+                           ``endingVersion`` (default: the version read)
+                           inserted, updated and deleted, with
+                           ``_change_type``, ``_commit_version``,
+                           ``_commit_timestamp`` (see ``Table.changes``)
+``startingVersion``        read, change feed: the first version (required)
+``endingVersion``          read, change feed: the last version
 ``file_version``           write, new tables: Lance file version (2.2)
 ``naming``                 write, new tables: manifest naming, ``V1``/``V2`` (V2)
 ``max_rows_per_file``      write: rows per data file/fragment (1048576)
@@ -158,6 +166,7 @@ from tessera.catalog.errors import (  # noqa: F401 - ReplaceWhereMismatchError: 
     UnknownColumnError,
 )
 
+from . import changes
 from .errors import reported, unwrap
 from .location import (  # noqa: F401 - re-exported: the package API
     CatalogClaim,
@@ -336,6 +345,11 @@ class TesseraDataSource(DataSource):
         from .types import spark_schema_of
 
         opts = self.read_options()
+        if changes.wants_feed(opts):
+            _, table = self._open(opts)
+            changes.feed_range(opts, table.version)  # options refused at load(), not at the first query
+            full = spark_schema_of(table.schema)
+            return StructType([full[c] for c in self._columns(opts, full.fieldNames())] + changes.change_columns())
         self._pushdown(opts)  # an option refused fails at load(), not at the first query
         _, table = self._open(opts)
         self._filter(opts, table)
@@ -356,6 +370,19 @@ class TesseraDataSource(DataSource):
         )
 
         o = self.read_options()
+        if changes.wants_feed(o):
+            loc, table = self._open(o)
+            first, last = changes.feed_range(o, table.version)
+            added = {f.name for f in changes.change_columns()}
+            plan = changes.FeedPlan(
+                uri=table.uri,
+                storage_options=loc.storage_options,
+                first=first,
+                last=last,
+                columns=[c for c in schema.fieldNames() if c not in added],
+                tasks=_int_option(o, "min_partitions", self.default_parallelism or os.cpu_count() or 1) or 1,
+            )
+            return changes.ChangeFeedReader(plan, schema)
         pushdown = self._pushdown(o)
         loc, table = self._open(o)
         names = table.schema.names

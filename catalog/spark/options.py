@@ -202,6 +202,9 @@ READ_OPTIONS = OptionList(
         "max_partition_bytes",
         "rows_per_partition",
         "read_stats_dir",
+        "readChangeFeed",
+        "startingVersion",
+        "endingVersion",
     ),
     LOCATION_PREFIXES,
 )
