@@ -19,6 +19,8 @@ Inside: ``handlers/`` (the coordinators), ``operation`` (the rebase loop),
 ``cleanup/``, ``retry``, ``lineage``, ``store``, ``txn_files``, ``faults``.
 """
 
+from .app_txn import InvalidAppTransactionError, check_app_transaction, recorded_version
+from .app_txn import tag as tag_app_transaction
 from .builder import fragment_live_rows
 from .cleanup import (
     DEFAULT_ORPHAN_AGE,
@@ -72,6 +74,10 @@ from .served import SERVED_MAX_BODY_BYTES, SERVED_ROUTE, decode_served_request, 
 from .store import list_versions, load_manifest
 
 __all__ = [
+    "InvalidAppTransactionError",
+    "check_app_transaction",
+    "recorded_version",
+    "tag_app_transaction",
     "DEFAULT_ORPHAN_AGE",
     "SERVED_MAX_BODY_BYTES",
     "SERVED_ROUTE",

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from tessera.format.protos import rowids_pb2, table_pb2, transaction_pb2
 from tessera.format.table import manifest as mf
 
+from . import app_txn
 from .errors import CommitError, IndexReplacedError
 
 #: whether commits also write the transaction to ``_transactions/{read_version}-{uuid}.txn``
@@ -221,6 +222,7 @@ def build_manifest(
     m.transaction_file = mf.transaction_file_name(txn.read_version, txn.uuid) if TRANSACTION_FILES else ""
     for k, v in (identity or {}).items():
         m.config[k] = v
+    app_txn.record(m, txn)  # an idempotent write's record travels with its rows
     mf.compute_flags(m, stable)
     return m
 

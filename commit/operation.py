@@ -28,7 +28,7 @@ from tessera.format.table import paths
 from tessera.stores.errors import ObjectNotFoundError
 from tessera.stores.object_store import ObjectStore
 
-from . import conflicts
+from . import app_txn, conflicts
 from . import store as tstore
 from .builder import build_version
 from .errors import (
@@ -58,8 +58,8 @@ class AlreadyCommitted(Exception):
     """A version since the base carries this very transaction (its uuid): an
     earlier try of it won (a reply lost, a request sent again)."""
 
-    def __init__(self, mfile: mf.ManifestFile) -> None:
-        super().__init__(f"the transaction is version {mfile.version} already")
+    def __init__(self, mfile: mf.ManifestFile, message: str | None = None) -> None:
+        super().__init__(message or f"the transaction is version {mfile.version} already")
         self.mfile = mfile
 
 
@@ -95,6 +95,9 @@ def commit_transaction(
         # first: binding reads what the base records (incarnation, a probe verdict) that the store check uses
         handler.bind(base.manifest, store.uri)
     handler.check_store(store)  # before anything is written
+    if base is not None and app_txn.applied(base.manifest, txn):
+        log.info("%s: version %d already holds write %s", store.uri, base.version, app_txn.app_of(txn))
+        return base
     if base is not None and restore_from is None:
         # a coordinator that serves commits rebases and commits next to the store (commit.served)
         served = handler.commit_served(store, txn, base, affected_rows, deadline)
@@ -112,6 +115,9 @@ def commit_transaction(
     def attempt() -> None:
         turn.wait(deadline)
         cur = state["base"]
+        if cur is not None and app_txn.applied(cur.manifest, txn):
+            # an idempotent write the table already holds (a replay, or its twin that won the race)
+            raise AlreadyCommitted(cur, f"{store.uri} version {cur.version} already holds write {app_txn.app_of(txn)}")
         target = (cur.version if cur else 0) + 1
         built, data = build_version(
             cur,

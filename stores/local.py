@@ -607,7 +607,11 @@ class LocalObjectStore:
         self.put_if_not_exists(dst, self.read(src))
 
     def delete(self, path: str) -> None:
+        full = self._full(path)
         try:
-            os.unlink(self._full(path))
+            os.unlink(full)
         except FileNotFoundError:
             pass
+        pending = _PENDING.get()
+        if pending and full in pending:  # a file deleted in a sync round has nothing left to sync
+            pending.remove(full)

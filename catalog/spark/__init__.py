@@ -419,6 +419,14 @@ class TesseraDataSource(DataSource):
         opts = self.write_options()
         return plan_write(resolve_location(opts, for_write=True), schema, overwrite, opts)
 
+    @reported
+    def streamWriter(self, schema, overwrite: bool):  # noqa: N802 - pyspark's name
+        """Structured Streaming's sink: every micro-batch committed once (see :mod:`.stream`)."""
+        from .stream import stream_writer
+
+        opts = self.write_options()
+        return stream_writer(resolve_location(opts, for_write=True), schema, overwrite, opts)
+
 
 class TesseraPushdownDataSource(TesseraDataSource):
     """``format("tessera")`` with filter pushdown on by default (every read

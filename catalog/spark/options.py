@@ -220,6 +220,11 @@ WRITE_OPTIONS = OptionList(
         "max_rows_per_file",
         "write_batch_rows",
         "replaceWhere",
+        # idempotent writes, as Delta names them (see tessera.commit.app_txn)
+        "txnAppId",
+        "txnVersion",
+        # a streaming query's (Spark passes it to the sink; its metadata names the query)
+        "checkpointLocation",
         # Delta's, accepted only with the values that ask for what Tessera does (see write._check_delta_options)
         "partitionOverwriteMode",
         "mergeSchema",

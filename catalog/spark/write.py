@@ -111,6 +111,8 @@ class WritePlan:
     replace_where: str | None = None
     #: a catalog table the job creates: recorded in the catalog by the commit
     claim: CatalogClaim | None = None
+    #: options ``txnAppId``/``txnVersion`` (a stream: its query and batch): committed at most once
+    app: tuple[str, int] | None = None
 
     def policy(self):
         """The job's retry policy (``commit.retry.*`` options)."""
@@ -232,6 +234,7 @@ def plan_write(location: TableLocation, spark_schema, overwrite: bool, options) 
         namespace_properties=dict(location.namespace_properties),
         replace_where=replace_where,
         claim=location.claim,
+        app=_app_options(options),
     )
     plan.policy()  # a bad commit.retry.* option fails the job before any task runs
     if replace_where is not None:
@@ -244,6 +247,21 @@ def plan_write(location: TableLocation, spark_schema, overwrite: bool, options) 
         plan.base_version,
     )
     return TesseraWriter(plan)
+
+
+def _app_options(options: SparkOptions) -> tuple[str, int] | None:
+    """Options ``txnAppId`` and ``txnVersion``: an idempotent write (both or neither)."""
+    from tessera.commit import InvalidAppTransactionError, check_app_transaction
+
+    app_id, raw = options.get("txnAppId"), options.get("txnVersion")
+    try:
+        version = int(raw) if raw is not None else None
+    except ValueError:
+        raise SparkOptionError(f"option txnVersion must be a non-negative integer, got {raw!r}") from None
+    try:
+        return check_app_transaction(app_id, version)
+    except InvalidAppTransactionError as exc:
+        raise SparkOptionError(f"options txnAppId/txnVersion: {exc}") from None
 
 
 def _replace_where_expression(sql: str, schema: pa.Schema):
@@ -342,9 +360,15 @@ class TesseraWriter(DataSourceArrowWriter):
         store = open_object_store(p.uri, p.storage_options)
         handler = p.handler()
         rows = sum(f.physical_rows for f in frags)
+        if p.app is not None and self._holds_app(store, handler):
+            n = delete_files(store, [x for m in _ours(messages) for x in m.data_files()])
+            log.info(
+                "tessera write job %s: %s already holds write %s; removed the job's %d files", p.job, p.uri, p.app, n
+            )
+            return
         if p.base_version is None:
             version = self._create_claimed(store, handler, frags) if p.claim else self._create(store, handler, frags)
-        elif not frags and not p.overwrite:
+        elif not frags and not p.overwrite and p.app is None:
             log.info("tessera write job %s: nothing to append to %s", p.job, p.uri)
             return
         else:
@@ -364,6 +388,26 @@ class TesseraWriter(DataSourceArrowWriter):
         if frags:
             self._maintain_indices(store, handler)
 
+    def _holds_app(self, store, handler) -> bool:
+        """Whether the table already holds this job's idempotent write (option txnAppId)."""
+        from tessera.commit import recorded_version
+
+        app = self.plan.app
+        assert app is not None
+        try:
+            latest = handler.load(store)
+        except TableNotFoundError:
+            return False
+        done = recorded_version(latest.manifest, app[0])
+        return done is not None and done >= app[1]
+
+    def _tagged(self, txn):
+        if self.plan.app is not None:
+            from tessera.commit import tag_app_transaction
+
+            tag_app_transaction(txn, *self.plan.app)
+        return txn
+
     def _maintain_indices(self, store, handler) -> None:
         """Zone maps covering the job's fragments, in a second commit (catalog/table/indexes.py);
         a failure there is logged and leaves the job's commit standing."""
@@ -378,7 +422,7 @@ class TesseraWriter(DataSourceArrowWriter):
         maintain(table)
 
     def _overwrite_txn(self, read_version: int, frags):
-        txn = new_transaction(read_version)
+        txn = self._tagged(new_transaction(read_version))
         txn.overwrite.fragments.extend(frags)
         txn.overwrite.schema.extend(file_pb2.Field.FromString(b) for b in self.plan.field_protos)
         for k, v in (self.plan.schema.metadata or {}).items():
@@ -462,13 +506,28 @@ class TesseraWriter(DataSourceArrowWriter):
         def build(on):
             if self.plan.overwrite:
                 return self._overwrite_txn(on.version, frags)
-            txn = new_transaction(on.version)
-            txn.append.fragments.extend(frags)
+            txn = self._tagged(new_transaction(on.version))
+            if frags:
+                txn.append.fragments.extend(frags)
+            else:  # an idempotent write without rows (a stream's empty batch) is recorded all the same
+                txn.update_config.SetInParent()
             return txn
 
         mfile = commit_operation(store, handler, base, build)
         assert mfile is not None  # build always returns a transaction
+        self._drop_unless_held(store, mfile, frags)
         return mfile.version
+
+    def _drop_unless_held(self, store, mfile, frags) -> None:
+        """An idempotent write found committed by its twin while it ran: its own files go."""
+        if self.plan.app is None or not frags:
+            return
+        held = {df.path for f in mfile.manifest.fragments for df in f.files}
+        mine = [df.path for f in frags for df in f.files]
+        if not any(x in held for x in mine):
+            n = delete_files(store, [f"{DATA_DIR}/{x}" for x in mine])
+            log.info("tessera write job %s: write %s was committed by another try; removed %d files",
+                     self.plan.job, self.plan.app, n)  # fmt: skip
 
     def _replace_on(self, store, handler, base, frags) -> int | None:
         """``replaceWhere``: one Update transaction that deletes the rows the
@@ -490,7 +549,7 @@ class TesseraWriter(DataSourceArrowWriter):
             deleted = build_delete(TableSnapshot(store, on, handler), where, affected["rows"])
             if deleted is None and not frags:
                 return None
-            txn = new_transaction(on.version)
+            txn = self._tagged(new_transaction(on.version))
             if deleted is not None:
                 txn.update.updated_fragments.extend(deleted.delete.updated_fragments)
                 txn.update.removed_fragment_ids.extend(deleted.delete.deleted_fragment_ids)
@@ -503,6 +562,8 @@ class TesseraWriter(DataSourceArrowWriter):
             )
 
         mfile = commit_operation(store, handler, base, build, commit=commit)
+        if mfile is not None:
+            self._drop_unless_held(store, mfile, frags)
         return mfile.version if mfile is not None else None
 
     @reported

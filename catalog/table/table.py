@@ -360,20 +360,38 @@ class Table:
     # -- writes --------------------------------------------------------------------------
 
     @writes.one_sync_round
-    def append(self, data: Data, *, progress: WriteProgress | None = None) -> Table:
+    def append(
+        self,
+        data: Data,
+        *,
+        progress: WriteProgress | None = None,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
+    ) -> Table:
         """Append rows; their columns must match the table's (by name).
-        ``progress``: told the rows written (see :mod:`tessera.catalog.table.write_progress`)."""
-        written = writes.append(self._snap, data, self._stage(), progress)
+        ``progress``: told the rows written (see :mod:`tessera.catalog.table.write_progress`).
+        ``txn_app_id``/``txn_version`` make the write idempotent, as Delta's: a version of the
+        application the table already holds writes nothing (see :mod:`tessera.commit.app_txn`)."""
+        app = writes.check_app(txn_app_id, txn_version, self._staging)
+        written = writes.append(self._snap, data, self._stage(), progress, app)
         if written is not None:  # no rows: no version
             self._move_to(written)
             self._maintain_indices()
         return self
 
     @writes.one_sync_round
-    def overwrite(self, data: Data | pa.Schema, *, progress: WriteProgress | None = None) -> Table:
-        """Replace every row; the new data may have a new schema.
-        ``progress``: told the rows written (see :mod:`tessera.catalog.table.write_progress`)."""
-        self._move_to(writes.overwrite(self._snap, data, self._stage(), progress))
+    def overwrite(
+        self,
+        data: Data | pa.Schema,
+        *,
+        progress: WriteProgress | None = None,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
+    ) -> Table:
+        """Replace every row; the new data may have a new schema.  ``progress``,
+        ``txn_app_id`` and ``txn_version`` as :meth:`append` takes them."""
+        app = writes.check_app(txn_app_id, txn_version, self._staging)
+        self._move_to(writes.overwrite(self._snap, data, self._stage(), progress, app))
         self._maintain_indices()
         return self
 

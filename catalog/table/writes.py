@@ -25,11 +25,20 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from tessera.commit import CommitHandler, commit_operation, commit_transaction, new_transaction
+from tessera.commit import (
+    CommitHandler,
+    check_app_transaction,
+    commit_operation,
+    commit_transaction,
+    new_transaction,
+    recorded_version,
+    tag_app_transaction,
+)
 from tessera.commit.errors import CommitConflictError
 from tessera.format.file import schema as lschema
 from tessera.format.protos import table_pb2, transaction_pb2
 from tessera.format.table import manifest as mf
+from tessera.format.table import paths
 from tessera.format.table.fragments import write_fragments
 from tessera.stores.local import sync_round
 from tessera.stores.object_store import ObjectStore
@@ -187,32 +196,91 @@ def create(
     return mfile
 
 
+def check_app(app_id: object, version: object, stage: Stage | None) -> tuple[str, int] | None:
+    """An idempotent write's (application id, version), checked (see :mod:`tessera.commit.app_txn`)."""
+    app = check_app_transaction(app_id, version)
+    if app is not None and stage is not None:
+        raise InvalidArgumentError("txn_app_id/txn_version are not taken inside a catalog transaction")
+    return app
+
+
+def already_applied(snap: TableSnapshot, app: tuple[str, int] | None) -> mf.ManifestFile | None:
+    """The latest version when it already holds the idempotent write ``app`` (nothing is written then)."""
+    if app is None:
+        return None
+    latest = snap.handler.load(snap.store)
+    done = recorded_version(latest.manifest, app[0])
+    return latest if done is not None and done >= app[1] else None
+
+
+def drop_unused(snap: TableSnapshot, frags: list[table_pb2.DataFragment], committed: mf.ManifestFile | None) -> None:
+    """Delete the data files of ``frags`` when ``committed`` does not hold them
+    (an idempotent write found already committed while it wrote)."""
+    if committed is None or not frags:
+        return
+    held = {df.path for f in committed.manifest.fragments for df in f.files}
+    if any(df.path in held for f in frags for df in f.files):
+        return
+    for f in frags:
+        for df in f.files:
+            try:
+                snap.store.delete(paths.data_path(df.path))
+            except Exception:  # noqa: BLE001 - what is left is an orphan, removed by cleanup_orphans
+                pass
+
+
 def append(
-    snap: TableSnapshot, data: ldata.Data, stage: Stage | None = None, progress: object = None
+    snap: TableSnapshot,
+    data: ldata.Data,
+    stage: Stage | None = None,
+    progress: object = None,
+    app: tuple[str, int] | None = None,
 ) -> mf.ManifestFile | None:
-    """Append rows (None: there were none)."""
+    """Append rows (None: there were none).  ``app``: an idempotent write's
+    (application id, version): nothing is written when the table holds it."""
     track = Tracker(progress, data)
     check_writable(snap)
+    if (done := already_applied(snap, app)) is not None:
+        return done
     frags = write_data(snap, data, track=track)
-    if not frags:
+    if not frags and app is None:
         return None
 
     def build(view: TableSnapshot, deleted: DeletedRows) -> transaction_pb2.Transaction:
         txn = new_transaction(view.version)
-        txn.append.fragments.extend(frags)
+        if frags:
+            txn.append.fragments.extend(frags)
+        else:  # no rows, but the write is recorded (a stream's empty micro-batch)
+            txn.update_config.SetInParent()
+        if app is not None:
+            tag_app_transaction(txn, *app)
         return txn
 
-    return run(snap, build, stage)
+    committed = run(snap, build, stage)
+    if app is not None:
+        drop_unused(snap, frags, committed)
+    return committed
 
 
 def overwrite(
-    snap: TableSnapshot, data: ldata.Data | pa.Schema, stage: Stage | None = None, progress: object = None
+    snap: TableSnapshot,
+    data: ldata.Data | pa.Schema,
+    stage: Stage | None = None,
+    progress: object = None,
+    app: tuple[str, int] | None = None,
 ) -> mf.ManifestFile:
-    """Replace every row (and the schema, by the data's)."""
+    """Replace every row (and the schema, by the data's).  ``app``: as :func:`append`'s."""
     track = Tracker(progress, data)
     check_writable(snap)
+    if (done := already_applied(snap, app)) is not None:
+        return done
     txn = _overwrite(snap.store, data, snap.file_version, snap.max_rows_per_file, snap.version, track)
-    return commit(snap, txn, snap.mfile, stage)
+    if app is not None:
+        tag_app_transaction(txn, *app)
+    committed = commit(snap, txn, snap.mfile, stage)
+    if app is not None:
+        drop_unused(snap, list(txn.overwrite.fragments), committed)
+    return committed
 
 
 def restore(snap: TableSnapshot, version: int, stage: Stage | None = None) -> mf.ManifestFile:
