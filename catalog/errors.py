@@ -153,6 +153,11 @@ class SparkWorkerPythonError(TesseraError):
     (``PYSPARK_PYTHON`` unset: ``python3`` from PATH, not this venv's)."""
 
 
+class SparkStreamError(TesseraError):
+    """A streaming read that cannot go on as asked (a version that updates or
+    deletes rows in a stream of appends)."""
+
+
 class SparkWriteError(TesseraError):
     """A Spark write that cannot be committed as asked (for example a table
     created concurrently with a different schema)."""

@@ -143,6 +143,7 @@ workers import (for example the module defining the resolver calling
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -411,6 +412,19 @@ class TesseraDataSource(DataSource):
         cls = TesseraFilteringReader if pushdown else TesseraReader
         # the index section: pushed filters prune with the version's zone maps at planning
         return cls(plan, schema, [f.SerializeToString() for f in table.fragments], table.snapshot.index_section)
+
+    @reported
+    def streamReader(self, schema):  # noqa: N802 - pyspark's name
+        """Structured Streaming's source: the versions committed since the last batch (see :mod:`.stream_read`)."""
+        from .stream_read import TesseraStreamReader, stream_plan
+
+        o = self.read_options()
+        loc, table = self._open(o)  # the latest version: where the stream begins
+        added = {f.name for f in changes.change_columns()}
+        tasks = _int_option(o, "min_partitions", self.default_parallelism or os.cpu_count() or 1) or 1
+        plan = stream_plan(o, table, [c for c in schema.fieldNames() if c not in added], tasks)
+        plan = dataclasses.replace(plan, storage_options=dict(loc.storage_options))
+        return TesseraStreamReader(plan, schema)
 
     @reported
     def writer(self, schema, overwrite: bool):

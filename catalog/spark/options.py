@@ -205,6 +205,7 @@ READ_OPTIONS = OptionList(
         "readChangeFeed",
         "startingVersion",
         "endingVersion",
+        "skipChangeCommits",
     ),
     LOCATION_PREFIXES,
 )
