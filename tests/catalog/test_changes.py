@@ -151,3 +151,29 @@ def test_filters_on_special_columns_match_pylance(tmp_path, where):
     assert t.to_arrow(filter=where).sort_by("id") == ds.to_table(filter=where).sort_by("id")
     assert t.count_rows(where) == ds.count_rows(where)
     assert t.to_arrow(columns=["v"], filter=where).num_rows == ds.count_rows(where)
+
+
+def test_only_changed_fragments_are_read(tmp_path, monkeypatch):
+    """The feed's cost follows what changed, not the table's size: a version
+    that appends one fragment to 40, or deletes a row of one, reads that
+    fragment only (pinned: fragments opened by the feed)."""
+    from tessera.catalog.table import changes as feed
+
+    t = Table.create(str(tmp_path / "t"), _rows(list(range(400)), ["x"] * 400), max_rows_per_file=10)
+    assert len(t.fragments) == 40
+    opened: list[int] = []
+    real = feed.FragmentReader
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, store, fragment, fields, *a, **kw):
+            opened.append(fragment.id)
+            super().__init__(store, fragment, fields, *a, **kw)
+
+    monkeypatch.setattr(feed, "FragmentReader", Counting)
+    t.append(_rows([1000], ["y"]))
+    assert [r[0] for r in _feed(t, t.version)] == [1000]
+    assert set(opened) == {t.fragments[-1].id}
+    opened.clear()
+    t.delete("id = 15")
+    assert _feed(t, t.version) == [(15, "x", "delete", t.version)]
+    assert set(opened) == {1}  # the fragment of rows 10-19
