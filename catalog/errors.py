@@ -7,7 +7,6 @@ callers can catch everything from one module.
 
 from __future__ import annotations
 
-from tessera.commit.app_txn import InvalidAppTransactionError  # noqa: F401
 from tessera.commit.errors import (  # noqa: F401  (re-exported)
     BaseVersionGoneError,
     CommitConflictError,
@@ -16,6 +15,7 @@ from tessera.commit.errors import (  # noqa: F401  (re-exported)
     CoordinatorMismatchError,
     IncompatibleTransactionError,
     IndexReplacedError,
+    InvalidAppTransactionError,
     NamespaceError,
     PartialTransactionError,
     ServedCommitRequestError,

@@ -19,7 +19,7 @@ Inside: ``handlers/`` (the coordinators), ``operation`` (the rebase loop),
 ``cleanup/``, ``retry``, ``lineage``, ``store``, ``txn_files``, ``faults``.
 """
 
-from .app_txn import InvalidAppTransactionError, check_app_transaction, recorded_version
+from .app_txn import check_app_transaction, recorded_version
 from .app_txn import tag as tag_app_transaction
 from .builder import fragment_live_rows
 from .cleanup import (
@@ -40,6 +40,7 @@ from .errors import (
     CoordinatorMismatchError,
     IncompatibleTransactionError,
     IndexReplacedError,
+    InvalidAppTransactionError,
     NamespaceError,
     PartialTransactionError,
     ServedCommitRequestError,

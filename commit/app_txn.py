@@ -23,7 +23,7 @@ import re
 
 from tessera.format.protos import table_pb2, transaction_pb2
 
-from .errors import CommitError
+from .errors import InvalidAppTransactionError
 
 __all__ = [
     "APP_ID",
@@ -44,10 +44,6 @@ APP_VERSION = "tessera.txn.version"
 CONFIG_PREFIX = "tessera.txn."
 _APP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 _RESERVED = {"app_id", "version"}
-
-
-class InvalidAppTransactionError(CommitError, ValueError):
-    """An application id or version that cannot name an idempotent write."""
 
 
 def check_app_transaction(app_id: object, version: object) -> tuple[str, int] | None:

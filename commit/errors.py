@@ -129,3 +129,8 @@ class ServedCommitRequestError(CommitError, ValueError):
     """A served commit (a transaction sent to ``tessera serve`` to commit)
     that cannot be one: a malformed request, a transaction without an
     operation or uuid, or an operation the server does not commit for clients."""
+
+
+class InvalidAppTransactionError(CommitError, ValueError):
+    """An application id or version that cannot name an idempotent write
+    (``txn_app_id``/``txn_version``: see :mod:`tessera.commit.app_txn`)."""
