@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tessera.commit import VersionNotFoundError
+from tessera.commit import VersionNotFoundError, fragment_live_rows
 from tessera.format.file import schema as lschema
 from tessera.format.protos import table_pb2
 from tessera.format.table import manifest as mf
@@ -83,6 +83,46 @@ def _live(store, frag: table_pb2.DataFragment) -> np.ndarray:
     return np.setdiff1d(offs, gone, assume_unique=True) if gone.size else offs
 
 
+#: operations whose transaction names every fragment both versions hold but changed the rows of
+_NAMES_UPDATED = {"delete": "delete", "update": "update"}
+#: operations that change no row of a fragment both versions hold
+_NO_ROWS_CHANGED = frozenset({"append", "rewrite", "merge", "project", "create_index", "update_config",
+                              "data_replacement", "reserve_fragments"})  # fmt: skip
+
+
+def _candidates(old: dict, new: dict, after: mf.ManifestFile, whole: bool) -> set[int]:
+    """The fragment ids whose rows may differ between the two versions: those
+    only one holds, and of those both hold, the ones the version's transaction
+    names (every one, when the transaction cannot say: a restore, an unknown
+    operation, none).  A transaction that does not add up (the live rows it
+    leaves are not the version's) is not trusted either."""
+    only = old.keys() ^ new.keys()
+    txn = after.transaction
+    op = txn.WhichOneof("operation") if txn is not None else None
+    if whole or op is None or (op not in _NO_ROWS_CHANGED and op not in _NAMES_UPDATED):
+        return old.keys() | new.keys()
+    named: set[int] = set()
+    if op in _NAMES_UPDATED:
+        named = {f.id for f in getattr(txn, _NAMES_UPDATED[op]).updated_fragments} & old.keys() & new.keys()
+    unchanged = (old.keys() & new.keys()) - named
+    picked = only | named
+    moved = sum(fragment_live_rows(new[i]) for i in picked if i in new) - sum(
+        fragment_live_rows(old[i]) for i in picked if i in old
+    )
+    total = sum(fragment_live_rows(f) for f in new.values()) - sum(fragment_live_rows(f) for f in old.values())
+    if moved != total or any(
+        not _same_rows(old[i], new[i]) or old[i].deletion_file != new[i].deletion_file for i in _sample(unchanged)
+    ):
+        return old.keys() | new.keys()
+    return picked
+
+
+def _sample(ids: set[int]) -> list[int]:
+    """A few of ``ids`` (the transaction is trusted for the rest: checking every
+    one is the per-fragment cost the transaction saves)."""
+    return sorted(ids)[:: max(1, len(ids) // 16)]
+
+
 def _diff(store, before: mf.ManifestFile | None, after: mf.ManifestFile, whole: bool) -> tuple[Rows, Rows]:
     """The rows ``after`` no longer holds, and the rows it holds anew
     (``whole``: every fragment replaced, as an overwrite does)."""
@@ -90,7 +130,7 @@ def _diff(store, before: mf.ManifestFile | None, after: mf.ManifestFile, whole: 
     new = {f.id: f for f in after.manifest.fragments}
     removed: Rows = []
     added: Rows = []
-    for fid in sorted(old.keys() | new.keys()):
+    for fid in sorted(_candidates(old, new, after, whole)):
         a, b = old.get(fid), new.get(fid)
         if a is not None and b is not None and not whole and _same_rows(a, b):
             if a.deletion_file == b.deletion_file:
