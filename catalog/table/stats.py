@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -103,9 +102,12 @@ class TableStats:
         return d
 
 
-def _data_bytes(table: TableSnapshot) -> int:
+Frags = list[table_pb2.DataFragment]
+
+
+def _data_bytes(table: TableSnapshot, frags: Frags) -> int:
     total = 0
-    for f in table.fragments:
+    for f in frags:
         for df in f.files:
             size = df.file_size_bytes
             if not size:  # older writers leave it out
@@ -118,8 +120,9 @@ def _deleted(table: TableSnapshot, frag: table_pb2.DataFragment) -> np.ndarray:
     return FragmentReader(table.store, frag, []).deleted_rows()
 
 
-def _column_stats(table: TableSnapshot, field_id: int, name: str, type_: str) -> ColumnStats:
-    frags = table.fragments
+def _column_stats(
+    table: TableSnapshot, frags: Frags, live: dict[int, int], field_id: int, name: str, type_: str
+) -> ColumnStats:
     for meta in pruning.zone_indices(table.index_section):
         if list(meta.fields) != [field_id]:
             continue
@@ -132,16 +135,18 @@ def _column_stats(table: TableSnapshot, field_id: int, name: str, type_: str) ->
             continue
         if any(zones.rows(f.id) != f.physical_rows for f in frags):
             continue  # zones that do not tile a fragment's rows
-        return _from_zones(table, zones, name, type_, meta.name)
+        return _from_zones(table, frags, live, zones, name, type_, meta.name)
     return ColumnStats(name, type_)
 
 
-def _from_zones(table: TableSnapshot, zones: zm.ZoneMap, name: str, type_: str, source: str) -> ColumnStats:
+def _from_zones(
+    table: TableSnapshot, frags: Frags, live: dict[int, int], zones: zm.ZoneMap, name: str, type_: str, source: str
+) -> ColumnStats:
     values: list[Any] = []  # the zones' bounds, over fragments with live rows
     nulls: int | None = 0
-    for f in table.fragments:
+    for f in frags:
         zs = zones.fragment(f.id)[0]
-        if fragment_live_rows(f):
+        if live[f.id]:
             values += [v for z in zs for v in (z.min, z.max) if v is not None and not _nan(v)]
         if nulls is None:
             continue
@@ -169,8 +174,7 @@ def _nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
-def _index_stats(table: TableSnapshot, frags: Iterable[table_pb2.DataFragment]) -> tuple[IndexStats, ...]:
-    live = {f.id: fragment_live_rows(f) for f in frags}
+def _index_stats(table: TableSnapshot, live: dict[int, int]) -> tuple[IndexStats, ...]:
     out = []
     for ix in list_indices(table):
         covered = set(ix["fragments"] or ()) & live.keys()
@@ -190,11 +194,12 @@ def _index_stats(table: TableSnapshot, frags: Iterable[table_pb2.DataFragment]) 
 
 def table_stats(table: TableSnapshot) -> TableStats:
     """The statistics of ``table``'s version (see the module)."""
-    frags = table.fragments
+    frags = table.fragments  # a copy of the manifest's list: taken once
+    live = {f.id: fragment_live_rows(f) for f in frags}
     physical = sum(f.physical_rows for f in frags)
-    rows = sum(fragment_live_rows(f) for f in frags)
+    rows = sum(live.values())
     top = [f for f in table.fields if f.parent_id == -1]
-    columns = tuple(_column_stats(table, f.id, f.name, str(table.schema.field(f.name).type)) for f in top)
+    columns = tuple(_column_stats(table, frags, live, f.id, f.name, str(table.schema.field(f.name).type)) for f in top)
     return TableStats(
         version=table.version,
         versions=len(list_versions(table.store)[0]),
@@ -205,7 +210,7 @@ def table_stats(table: TableSnapshot) -> TableStats:
         small_fragments=sum(1 for f in frags if f.physical_rows < SMALL_FRAGMENT_ROWS),
         data_files=sum(len(f.files) for f in frags),
         deletion_files=sum(1 for f in frags if f.HasField("deletion_file")),
-        data_bytes=_data_bytes(table),
+        data_bytes=_data_bytes(table, frags),
         columns=columns,
-        indices=_index_stats(table, frags),
+        indices=_index_stats(table, live),
     )
