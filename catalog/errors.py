@@ -78,6 +78,12 @@ class InvalidArgumentError(TesseraError, ValueError):
     """An argument that cannot be honoured (a bad column list, a negative limit...)."""
 
 
+class TypeChangeError(InvalidArgumentError):
+    """A column type change ``alter_columns`` refuses: one that could lose
+    values (a narrowing or lossy cast) or that Lance cannot make (a struct as a
+    whole); nothing was written."""
+
+
 class PredicateError(TesseraError, ValueError):
     """A filter predicate that cannot be used."""
 

@@ -155,6 +155,8 @@ def check(
     if verdict is Verdict.RETRYABLE:
         raise RetryableConflict(f"this {mine} was preempted by a concurrent {other}")
     if verdict is Verdict.COMPATIBLE:
+        if mine == "append" and other == "merge":
+            _check_fields_kept(ours, theirs)
         return
     # C/R: decide by what they touched
     if mine in ("overwrite", "update_config") or other in ("overwrite", "update_config"):
@@ -180,6 +182,21 @@ def check(
         rebase.needs_merge |= overlap
         return
     raise RetryableConflict(f"this {mine} and a concurrent {other} touched fragments {sorted(overlap)}")
+
+
+def _check_fields_kept(ours: transaction_pb2.Transaction, theirs: transaction_pb2.Transaction) -> None:
+    """An append after a concurrent Merge that replaced fields: pylance 14
+    commits it, and the appended rows then read null in each column whose
+    type the Merge changed (``alter_columns`` gives the column a new field id
+    the appended files do not hold).  Tessera refuses it instead: the rows
+    were written in the old types and must be written again."""
+    kept = {f.id for f in theirs.merge.schema}
+    written = {i for frag in ours.append.fragments for df in frag.files for i in df.fields}
+    if written - kept:
+        raise Incompatible(
+            "a concurrent alter_columns changed the type of columns this append wrote (their field ids "
+            f"{sorted(written - kept)} are gone): nothing was appended; append the rows again"
+        )
 
 
 def merge_deletions(

@@ -94,7 +94,8 @@ nothing: checked on PySpark 4.3).
                            (:class:`ReplaceWhereMismatchError`, nothing committed)
 ``partitionOverwriteMode`` write: only ``static`` (tables have no partitions;
                            use ``replaceWhere``)
-``mergeSchema``            write: only ``false`` (schema merge: issue 30)
+``mergeSchema``            write: ``true`` on an append adds the DataFrame's new
+                           columns (``Table.append(schema_mode="merge")``)
 ``overwriteSchema``        write: ``true`` with a plain overwrite (which always
                            takes the DataFrame's schema), ``false`` otherwise
 ========================== ========================================================

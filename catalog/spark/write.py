@@ -162,11 +162,12 @@ def _check_delta_options(opts: SparkOptions, overwrite: bool) -> str | None:
             "mode('overwrite'). Nothing was written"
         )
     merge = opts.get("mergeSchema")
-    if merge is not None and merge.strip().lower() != "false":
+    if merge is not None and merge.strip().lower() not in ("true", "false"):
+        raise SparkOptionError(f"option mergeSchema must be true or false, got {merge!r}; nothing was written")
+    if merge is not None and merge.strip().lower() == "true" and overwrite:
         raise SparkOptionError(
-            f"option mergeSchema={merge!r}: Tessera does not merge schemas on Spark writes yet (planned in issue "
-            "30); write the table's columns, add new ones first (Table.add_columns), or drop the option. "
-            "Nothing was written"
+            "option mergeSchema=true adds the DataFrame's new columns on an append (mode('append')); an overwrite "
+            "takes the DataFrame's schema by itself and replaceWhere keeps the table's. Nothing was written"
         )
     replace_schema = opts.get("overwriteSchema")
     if replace_schema is not None:
@@ -212,6 +213,12 @@ def plan_write(location: TableLocation, spark_schema, overwrite: bool, options) 
     if table is not None and (not overwrite or replace_where is not None):
         fields = lschema.fields_from_protos(table.manifest.fields)
         schema = table.schema
+        if (options.get("mergeSchema") or "").strip().lower() == "true":  # new columns first (write._evolved)
+            from tessera.catalog.table.schema_evolution import merge_fields, next_field_id
+
+            new = arrow_schema_for(spark_schema)
+            fields, _ = merge_fields(fields, new, next_field_id(table.snapshot), existing="keep")
+            schema = lschema.to_arrow_schema(fields, schema.metadata)
         check_append_columns(spark_schema, schema)
     else:
         schema = arrow_schema_for(spark_schema)
@@ -372,7 +379,7 @@ class TesseraWriter(DataSourceArrowWriter):
             log.info("tessera write job %s: nothing to append to %s", p.job, p.uri)
             return
         else:
-            found = self._commit_on(store, handler, handler.load(store, p.base_version), frags)
+            found = self._commit_on(store, handler, self._evolved(store, handler), frags)
             if found is None:
                 log.info("tessera write job %s: replaceWhere matched no rows and the job wrote none", p.job)
                 return
@@ -387,6 +394,16 @@ class TesseraWriter(DataSourceArrowWriter):
         )
         if frags:
             self._maintain_indices(store, handler)
+
+    def _evolved(self, store, handler):
+        """The version the job commits on: the base, or (option mergeSchema) the
+        version adding the DataFrame's new columns to it, a Merge committed first
+        as Table.append(schema_mode="merge") commits it."""
+        from tessera.catalog.table.schema_evolution import commit_schema
+        from tessera.catalog.table.snapshot import TableSnapshot
+
+        base = handler.load(store, self.plan.base_version)
+        return commit_schema(TableSnapshot(store, base, handler), self.plan.fields())
 
     def _holds_app(self, store, handler) -> bool:
         """Whether the table already holds this job's idempotent write (option txnAppId)."""

@@ -1,9 +1,10 @@
 """The operations that change a table's columns: add (computed from
-expressions or given as data), drop and rename.
+expressions or given as data) and drop; renames, nullability and type changes
+are :mod:`.schema_evolution`'s (``alter_columns``).
 
 Each ``build_*`` function returns the transaction to commit on one version
-(writing the new columns' data files first); :func:`add_columns`,
-:func:`drop_columns` and :func:`rename_column` commit it through ``writes.run``.
+(writing the new columns' data files first); :func:`add_columns` and
+:func:`drop_columns` commit it through ``writes.run``.
 """
 
 from __future__ import annotations
@@ -23,16 +24,9 @@ from ..errors import InvalidArgumentError, SchemaMismatchError, UnknownColumnErr
 from ..query import predicate as lpred
 from ..query.scan import evaluate, fields_by_name
 from . import data as ldata
+from . import schema_evolution as evo
 from .snapshot import TableSnapshot
 from .writes import Stage, run
-
-
-def _next_field_id(table: TableSnapshot) -> int:
-    ids = [n.id for f in table.fields for n in f.walk()]
-    for frag in table.manifest.fragments:
-        for df in frag.files:
-            ids.extend(df.fields)
-    return max(ids + [-1]) + 1
 
 
 def build_add_columns(table: TableSnapshot, columns) -> transaction_pb2.Transaction:
@@ -84,7 +78,7 @@ def build_add_columns(table: TableSnapshot, columns) -> transaction_pb2.Transact
         reader.close()
         new_tab = pa.table(new_cols)
         if new_fields is None:
-            new_fields = lschema.fields_from_arrow(new_tab.schema, start_id=_next_field_id(table))
+            new_fields = lschema.fields_from_arrow(new_tab.schema, start_id=evo.next_field_id(table))
             new_schema = new_tab.schema
         new_tab = new_tab.cast(new_schema)
         out_frag = table_pb2.DataFragment()
@@ -102,7 +96,7 @@ def build_add_columns(table: TableSnapshot, columns) -> transaction_pb2.Transact
         else:
             assert data is not None  # without expressions the new columns are given as data
             sample = data.schema.empty_table()
-        new_fields = lschema.fields_from_arrow(sample.schema, start_id=_next_field_id(table))
+        new_fields = lschema.fields_from_arrow(sample.schema, start_id=evo.next_field_id(table))
     merge.schema.extend(lschema.fields_to_protos([*table.fields, *new_fields]))
     for k, v in table.manifest.schema_metadata.items():
         merge.schema_metadata[k] = v
@@ -110,7 +104,9 @@ def build_add_columns(table: TableSnapshot, columns) -> transaction_pb2.Transact
 
 
 def build_drop_columns(table: TableSnapshot, names: Sequence[str]) -> transaction_pb2.Transaction:
-    """A Project transaction with the schema minus the top-level columns ``names``.
+    """A Project transaction with the schema minus the columns ``names``
+    (top-level, or ``"s.b"`` for a struct's child: a struct left without
+    children goes too, as pylance drops it).
 
     As pylance's, it carries only the new schema: the manifest built from it
     (commit/builder.py) loses every index naming a dropped field (a struct's
@@ -118,9 +114,12 @@ def build_drop_columns(table: TableSnapshot, names: Sequence[str]) -> transactio
     disk for older versions until a clean-up (docs/reference/index-lifecycle.md)."""
     existing = {f.name for f in table.fields}
     for n in names:
-        if n not in existing:
+        if n not in existing and "." not in str(n):
             raise UnknownColumnError(f"cannot drop {n!r}: no such column; the table has {sorted(existing)}")
-    keep = [f for f in table.fields if f.name not in set(names)]
+    if all(n in existing for n in names):
+        keep = [f for f in table.fields if f.name not in set(names)]
+    else:  # a struct's child ("s.b")
+        keep = evo.drop_fields(table.fields, names)
     if not keep:
         raise InvalidArgumentError("cannot drop every column of a table")
     txn = new_transaction(table.version)
@@ -128,37 +127,19 @@ def build_drop_columns(table: TableSnapshot, names: Sequence[str]) -> transactio
     return txn
 
 
-def build_rename_column(table: TableSnapshot, old: str, new: str) -> transaction_pb2.Transaction:
-    names = [f.name for f in table.fields]
-    if old not in names:
-        raise UnknownColumnError(f"cannot rename {old!r}: no such column; the table has {names}")
-    if new in names:
-        raise InvalidArgumentError(f"cannot rename {old!r} to {new!r}: that column exists")
-    if not new or not isinstance(new, str):
-        raise InvalidArgumentError("the new column name must be a non-empty string")
-    lschema.check_column_name(new)
-    protos = lschema.fields_to_protos(table.fields)
-    for p in protos:
-        if p.parent_id == -1 and p.name == old:
-            p.name = new
-    txn = new_transaction(table.version)
-    txn.project.schema.extend(protos)
-    return txn
-
-
 def add_columns(table: TableSnapshot, columns, stage: Stage | None = None) -> mf.ManifestFile | None:
-    """Add columns computed from expressions ({name: SQL or pyarrow expression})
-    or given as data (a table with one row per live row)."""
+    """Add columns computed from expressions ({name: SQL or pyarrow expression}),
+    given as data (a table with one row per live row) or as fields (a
+    pa.Field, a list of them or a pa.Schema: all-null columns or struct
+    children, metadata only, as pylance adds them)."""
+    if evo.is_null_columns(columns):
+        return run(table, lambda view, deleted: evo.build_add_null_columns(view, columns), stage)
     return run(table, lambda view, deleted: build_add_columns(view, columns), stage)
 
 
 def drop_columns(
     table: TableSnapshot, names: str | Sequence[str], stage: Stage | None = None
 ) -> mf.ManifestFile | None:
-    """Drop the top-level columns ``names``."""
+    """Drop the columns ``names`` (``"s.b"``: a struct's child)."""
     names = [names] if isinstance(names, str) else list(names)
     return run(table, lambda view, deleted: build_drop_columns(view, names), stage)
-
-
-def rename_column(table: TableSnapshot, old: str, new: str, stage: Stage | None = None) -> mf.ManifestFile | None:
-    return run(table, lambda view, deleted: build_rename_column(view, old, new), stage)

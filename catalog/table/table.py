@@ -16,7 +16,7 @@ import dataclasses
 import datetime as dt
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -44,7 +44,7 @@ from tessera.stores.registry import open_object_store
 from ..errors import InvalidArgumentError, TableExistsError
 from ..names import check_location
 from ..query.scan import DEFAULT_BATCH_SIZE, Scan
-from . import auto_maintenance, compaction, coordinator, indexes, maintenance, takes, writes
+from . import auto_maintenance, compaction, coordinator, indexes, maintenance, schema_evolution, takes, writes
 from . import data as ldata
 from .compaction import CompactionMetrics
 from .data import Data
@@ -367,13 +367,14 @@ class Table:
         progress: WriteProgress | None = None,
         txn_app_id: str | None = None,
         txn_version: int | None = None,
+        schema_mode: Literal["merge"] | None = None,
     ) -> Table:
-        """Append rows; their columns must match the table's (by name).
+        """Append rows; their columns must match the table's (by name), or add theirs: ``schema_mode="merge"``.
         ``progress``: told the rows written (see :mod:`tessera.catalog.table.write_progress`).
         ``txn_app_id``/``txn_version`` make the write idempotent, as Delta's: a version of the
         application the table already holds writes nothing (see :mod:`tessera.commit.app_txn`)."""
         app = writes.check_app(txn_app_id, txn_version, self._staging)
-        written = writes.append(self._snap, data, self._stage(), progress, app)
+        written = schema_evolution.append(self._snap, data, self._stage(), progress, app, schema_mode)
         if written is not None:  # no rows: no version
             self._move_to(written)
             self._maintain_indices()
@@ -468,11 +469,15 @@ class Table:
         self._move_to(schema_ops.drop_columns(self._snap, names, self._stage()))
         return self
 
-    @writes.one_sync_round
     def rename_column(self, old: str, new: str) -> Table:
-        from . import schema_ops
+        return self.alter_columns({"path": old, "name": new})
 
-        self._move_to(schema_ops.rename_column(self._snap, old, new, self._stage()))
+    @writes.one_sync_round
+    def alter_columns(self, *alterations: schema_evolution.AlterColumn) -> Table:
+        """Rename, set the nullability of or widen columns at any depth in one commit, with pylance's arguments
+        (``{"path": "s.b", "name": ..., "nullable": ..., "data_type": pa.int64()}``; :mod:`.schema_evolution`)."""
+        self._move_to(schema_evolution.alter_columns(self._snap, alterations, self._stage()))
+        self._maintain_indices()
         return self
 
     @writes.one_sync_round

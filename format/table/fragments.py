@@ -25,8 +25,8 @@ from ..file.datafile import FileReader, FileWriter
 from ..file.io import RangeReader
 from ..protos import table_pb2
 from . import deletion as ldeletion
+from . import evolved, paths
 from . import manifest as lmanifest
-from . import paths
 from .rowids import CREATED_AT_FIELDS, LAST_UPDATED_AT_FIELDS, decode_row_ids, read_versions
 from .store import OutputStream, TableStore
 from .write_types import check_write_schema, conform_batch
@@ -565,25 +565,52 @@ class FragmentReader:
                     return df, col
         return None
 
+    def _locate_all(self, f: lschema.LanceField) -> list[tuple[table_pb2.DataFile, int]]:
+        """Where a nested field's parts are: each data file holding an id of
+        its subtree (latest first), with the column of the first such id; a
+        struct evolved by pylance may be spread over several files
+        (:mod:`.evolved`)."""
+        if not f.children:
+            loc = self._locate(f)
+            return [] if loc is None else [loc]
+        ids = _subtree_ids(f)
+        out = []
+        for df in reversed(self.fragment.files):
+            for pos, fid in enumerate(df.fields):
+                if fid in ids:
+                    col = df.column_indices[pos] if len(df.column_indices) > pos else pos
+                    if col >= 0:
+                        out.append((df, col))
+                    break
+        return out
+
+    def _gather(self, n: int, fetch) -> list[pa.Array]:
+        """Arrays of ``self.fields`` for ``n`` rows; ``fetch(reader, file fields)``
+        reads the chosen top-level fields of one data file, each file asked once."""
+        out: list = [None] * len(self.fields)
+        parts: dict[int, list[tuple[int, evolved.Part]]] = {}
+        by_file: dict[str, tuple[table_pb2.DataFile, list[tuple[int, int, int]]]] = {}
+        for k, f in enumerate(self.fields):
+            locs = self._locate_all(f)
+            if not locs:
+                out[k] = pa.nulls(n, f.arrow_type)
+            for rank, (df, col) in enumerate(locs):
+                by_file.setdefault(df.path, (df, []))[1].append((k, col, rank))
+        for df, items in by_file.values():
+            r = self._reader(df)
+            idx = [self._file_field(r, col, self.fields[k]) for k, col, _ in items]
+            for (k, _, rank), i, arr in zip(items, idx, fetch(r, idx)):
+                parts.setdefault(k, []).append((rank, (one_array(arr), r.fields[i], r.path)))
+        for k, got in parts.items():
+            got.sort(key=lambda p: p[0])
+            out[k] = evolved.assemble(self.fields[k], [p for _, p in got], as_field_type)
+        return out
+
     def read(self, start: int, stop: int) -> list[pa.Array]:
         """Arrays of ``self.fields`` for physical rows [start, stop) (deleted rows
         included); each data file is asked once for all its fields (a remote
         file then fetches their bytes in one request)."""
-        out: list = [None] * len(self.fields)
-        by_file: dict[str, tuple[table_pb2.DataFile, list[tuple[int, int]]]] = {}
-        for k, f in enumerate(self.fields):
-            loc = self._locate(f)
-            if loc is None:
-                out[k] = pa.nulls(stop - start, f.arrow_type)
-                continue
-            df, col = loc
-            by_file.setdefault(df.path, (df, []))[1].append((k, col))
-        for df, items in by_file.values():
-            r = self._reader(df)
-            got = r.read_range(start, stop, columns=[self._file_field(r, col, self.fields[k]) for k, col in items])
-            for j, (k, _) in enumerate(items):
-                out[k] = as_field_type(one_array(got.column(j)), self.fields[k], r.path)
-        return out
+        return self._gather(stop - start, lambda r, idx: r.read_range(start, stop, columns=idx).columns)
 
     def take_blobs(self, field: lschema.LanceField, offsets: np.ndarray) -> list:
         """Blob column ``field``'s values at physical rows ``offsets`` as
@@ -600,21 +627,7 @@ class FragmentReader:
         """Arrays of ``self.fields`` for physical rows ``offsets`` (any order,
         repeats allowed); each data file is asked once for all its fields."""
         offsets = np.asarray(offsets, dtype=np.int64)
-        out: list = [None] * len(self.fields)
-        by_file: dict[str, tuple[table_pb2.DataFile, list[tuple[int, int]]]] = {}
-        for k, f in enumerate(self.fields):
-            loc = self._locate(f)
-            if loc is None:
-                out[k] = pa.nulls(len(offsets), f.arrow_type)
-                continue
-            df, col = loc
-            by_file.setdefault(df.path, (df, []))[1].append((k, col))
-        for df, items in by_file.values():
-            r = self._reader(df)
-            arrays = r.take_arrays(offsets, [self._file_field(r, col, self.fields[k]) for k, col in items])
-            for (k, _), arr in zip(items, arrays):
-                out[k] = as_field_type(one_array(arr), self.fields[k], r.path)
-        return out
+        return self._gather(len(offsets), lambda r, idx: r.take_arrays(offsets, idx))
 
     def row_ids(self, start: int, stop: int) -> np.ndarray:
         """Stable row ids of physical rows [start, stop), or row addresses without them."""

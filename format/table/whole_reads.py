@@ -38,13 +38,14 @@ from ..file import utf8
 from ..file.datafile import FileReader
 from ..file.v21.read import decoder as v21decoder
 from ..file.v21.read.miniblock import decode_whole_pages, joinable, take_from_pages
+from . import evolved
 from .fragments import FragmentReader, as_field_type, one_array
 
 
 def _whole_pages(r: FileReader, i: int) -> tuple[v21decoder.FieldDecoder, tuple] | None:
     """The decoder and pages of file field ``i`` when its rows can be joined
     with other files' (a 2.1+ leaf without lists, dictionary or blob), else None."""
-    if r.version == "2.0":
+    if r.version == "2.0" or r.fields[i].children:  # a struct of one child has one leaf, but is no leaf
         return None
     dec = r._decoder(i)
     if not isinstance(dec, v21decoder.FieldDecoder) or len(dec.leaves) != 1:
@@ -157,6 +158,10 @@ def _plan(reader: FragmentReader, fields: list[_Field], taken: np.ndarray | None
     n = reader.physical_rows if taken is None else int(taken.size)
     for acc in fields:
         f = acc.f
+        if f.children and len(reader._locate_all(f)) > 1:  # a struct spread over files (.evolved)
+            sub = reader.subset([f])
+            acc.add_array((sub.read(0, n) if taken is None else sub.take(taken))[0])
+            continue
         loc = reader._locate(f)
         if loc is None:
             acc.add_array(pa.nulls(n, f.arrow_type))
@@ -204,8 +209,10 @@ def read_whole(readers: Sequence[FragmentReader], release: bool = False) -> list
                 acc.add(d, d.path, n, items)
         for r, items in ordinary.values():  # one read per file for its fields, as FragmentReader.read does
             table = r.read_range(0, n, columns=[i for _, i in items])
-            for j, (acc, _) in enumerate(items):
-                acc.add_array(as_field_type(one_array(table.column(j)), acc.f, r.path))
+            for j, (acc, i) in enumerate(items):
+                acc.add_array(
+                    evolved.assemble(acc.f, [(one_array(table.column(j)), r.fields[i], r.path)], as_field_type)
+                )
         if release:
             reader.close()
     return [acc.result() for acc in fields]
@@ -257,8 +264,8 @@ def take_whole(readers: Sequence[FragmentReader], rows: Sequence[np.ndarray]) ->
                 acc.add(d, d.path, m, items, taken=want)
         for r, items in ordinary.values():
             arrays = r.take_arrays(want, [i for _, i in items])
-            for (acc, _), arr in zip(items, arrays):
-                acc.add_array(as_field_type(one_array(arr), acc.f, r.path))
+            for (acc, i), arr in zip(items, arrays):
+                acc.add_array(evolved.assemble(acc.f, [(one_array(arr), r.fields[i], r.path)], as_field_type))
     return [acc.result() for acc in fields]
 
 

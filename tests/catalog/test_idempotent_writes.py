@@ -105,3 +105,13 @@ def test_not_inside_a_catalog_transaction(tmp_path):
         with cat.transaction() as tx:
             tx.load_table("ns.t").append(_rows(1), txn_app_id="etl", txn_version=1)
     assert cat.load_table("ns.t").count_rows() == 1
+
+
+def test_a_held_write_with_schema_merge_commits_no_schema_either(table):
+    wide = pa.table({"id": pa.array([1], pa.int64()), "extra": ["x"]})
+    table.append(wide, txn_app_id="etl", txn_version=1, schema_mode="merge")
+    v = table.version
+    again = Table.open(table.uri)
+    again.append(pa.table({"id": pa.array([1], pa.int64()), "more": ["y"]}), txn_app_id="etl", txn_version=1,
+                 schema_mode="merge")  # fmt: skip
+    assert again.version == v and "more" not in again.schema.names and again.count_rows() == 2

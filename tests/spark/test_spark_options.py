@@ -192,8 +192,10 @@ def test_partition_overwrite_mode_and_schema_options_are_refused(spark, table_ur
     df = spark.createDataFrame([(1, "a")], "id long, s string")
     with pytest.raises(Exception, match="SparkOptionError.*partitionOverwriteMode.*no partitions.*replaceWhere"):
         df.write.format("tessera").mode("overwrite").option("partitionOverwriteMode", "dynamic").save(table_uri)
-    with pytest.raises(Exception, match="SparkOptionError.*mergeSchema.*issue 30"):
-        df.write.format("tessera").mode("append").option("mergeSchema", "true").save(table_uri)
+    with pytest.raises(Exception, match="SparkOptionError.*mergeSchema=true.*append"):
+        df.write.format("tessera").mode("overwrite").option("mergeSchema", "true").save(table_uri)
+    with pytest.raises(Exception, match="SparkOptionError.*mergeSchema must be true or false"):
+        df.write.format("tessera").mode("append").option("mergeSchema", "yes").save(table_uri)
     with pytest.raises(Exception, match="SparkOptionError.*overwriteSchema"):
         df.write.format("tessera").mode("append").option("overwriteSchema", "true").save(table_uri)
     assert Table.open(table_uri).version == before and _files(table_uri) == files
@@ -203,6 +205,25 @@ def test_partition_overwrite_mode_and_schema_options_are_refused(spark, table_ur
     ).save(table_uri)
     df.write.format("tessera").mode("append").option("mergeSchema", "false").save(table_uri)
     assert sorted(_rows(table_uri).items()) == [(1, "a")] and Table.open(table_uri).count_rows() == 2
+
+
+def test_merge_schema_adds_the_new_columns_as_an_append_with_schema_mode_merge(spark, lance, table_uri):
+    _table(table_uri, n=4, per_file=2)
+    base = Table.open(table_uri).version
+    df = spark.createDataFrame([(100, "x", 1.5)], "id long, s string, score double")
+    with pytest.raises(Exception, match="SchemaMismatchError|not in the table"):  # without the option, as before
+        df.write.format("tessera").mode("append").save(table_uri)
+    df.write.format("tessera").mode("append").option("mergeSchema", "true").save(table_uri)
+    ds = lance.dataset(table_uri)
+    ops = [type(ds.read_transaction(v).operation).__name__ for v in (base + 1, base + 2)]
+    assert ops == ["Merge", "Append"]  # the new column (metadata only), then the rows
+    got = Table.open(table_uri).to_arrow(columns=["id", "score"]).sort_by("id")
+    assert got.column("score").to_pylist() == [None] * 4 + [1.5]
+    assert ds.to_table(columns=["id", "score"]).sort_by("id").equals(got)
+    spark.createDataFrame([(101, "y")], "id long, s string").write.format("tessera").mode("append").option(
+        "mergeSchema", "true"
+    ).save(table_uri)  # nothing new: a plain append, the missing column null
+    assert Table.open(table_uri).to_arrow(filter="id = 101").column("score").to_pylist() == [None]
 
 
 # -- names and paths --------------------------------------------------------------------------
