@@ -30,7 +30,7 @@ from .errors import reported
 from .options import SparkOptions
 from .types import spark_arrow_schema, to_spark_batch
 
-__all__ = ["ChangeFeedReader", "change_columns", "feed_range", "wants_feed"]
+__all__ = ["ChangeFeedReader", "change_columns", "feed_range", "version_option", "wants_feed"]
 
 #: the read options of a change feed (Delta's names), besides the location's and ``columns``
 FEED_OPTIONS = ("readChangeFeed", "startingVersion", "endingVersion")
@@ -47,7 +47,7 @@ def wants_feed(opts: SparkOptions) -> bool:
     return raw.lower() == "true"
 
 
-def _version_option(opts: SparkOptions, key: str) -> int | None:
+def version_option(opts: SparkOptions, key: str) -> int | None:
     raw = opts.get(key)
     if raw is None:
         return None
@@ -65,10 +65,10 @@ def feed_range(opts: SparkOptions, opened: int) -> tuple[int, int]:
     for key in _NOT_WITH_FEED:
         if opts.get(key) is not None:
             raise SparkOptionError(f"option {key} does not apply to a change feed read (readChangeFeed)")
-    first = _version_option(opts, "startingVersion")
+    first = version_option(opts, "startingVersion")
     if first is None:
         raise SparkOptionError("a change feed read (readChangeFeed) needs option startingVersion")
-    last = _version_option(opts, "endingVersion") or opened
+    last = version_option(opts, "endingVersion") or opened
     if last > opened:
         raise SparkOptionError(f"option endingVersion {last} is after the table's version {opened}")
     if first > last:

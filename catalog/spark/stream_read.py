@@ -138,7 +138,7 @@ class TesseraStreamReader(DataSourceStreamReader):
 
 def stream_plan(opts, table, columns: list[str], tasks: int) -> StreamPlan:
     """The plan of a streaming read of ``table`` (options checked)."""
-    from .changes import wants_feed
+    from .changes import version_option, wants_feed
 
     def flag(key: str) -> bool:
         raw = opts.get(key)
@@ -151,15 +151,7 @@ def stream_plan(opts, table, columns: list[str], tasks: int) -> StreamPlan:
     for key in ("endingVersion", "version", "tag", "filter", "pushdown"):
         if opts.get(key) is not None:
             raise SparkOptionError(f"option {key} does not apply to a streaming read")
-    raw = opts.get("startingVersion")
-    starting = None
-    if raw is not None:
-        try:
-            starting = int(raw)
-        except ValueError:
-            raise SparkOptionError(f"option startingVersion must be a version number, got {raw!r}") from None
-        if starting < 1:
-            raise SparkOptionError(f"option startingVersion must be 1 or more, got {raw!r}")
+    starting = version_option(opts, "startingVersion")
     feed = wants_feed(opts)
     if feed and starting is None:
         raise SparkOptionError("a streaming change feed read (readChangeFeed) needs option startingVersion")

@@ -20,25 +20,16 @@ brackets where pylance is timed too):
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 
-
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    walls, cpus = [], []
-    for _ in range(repeat):
-        w, c = time.perf_counter(), time.process_time()
-        fn()
-        walls.append(time.perf_counter() - w)
-        cpus.append(time.process_time() - c)
-    return statistics.median(walls), statistics.median(cpus)
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_growth import timed  # noqa: E402 - the same medians as the other benchmarks
 
 
 def line(name: str, ours: tuple[float, float], theirs: tuple[float, float] | None) -> None:
