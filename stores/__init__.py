@@ -1,4 +1,4 @@
-"""Object stores (local disk, S3) and external manifest stores."""
+"""Object stores (local disk, S3, Google Cloud Storage, Azure Blob) and external manifest stores."""
 
 from .errors import AlreadyExistsError, ObjectNotFoundError, StoreError
 from .local import LocalObjectStore

@@ -1,7 +1,8 @@
 """Which store opens a URL: a table URI's scheme names its object store, a
 manifest-store URL's scheme its manifest store.  Each store's module is
 imported only when a URL of its scheme is opened (opening a local table never
-imports botocore, SQLAlchemy or redis-py).
+imports botocore, google-cloud-storage, azure-storage-blob, SQLAlchemy or
+redis-py).
 
 To add a store: its module, a class with the interface of
 :class:`stores.object_store.ObjectStore` (an opener in :data:`OBJECT_STORES`
@@ -35,10 +36,35 @@ def _open_s3(loc: TableURI, storage_options: dict[str, Any] | None) -> ObjectSto
     return S3ObjectStore(loc, storage_options)
 
 
+def _sdk_missing(loc: TableURI, extra: str, package: str, exc: ImportError) -> InvalidURIError:
+    return InvalidURIError(
+        f"opening {loc.given!r} needs {package}, which is not installed: pip install 'tessera[{extra}]' ({exc})"
+    )
+
+
+def _open_gcs(loc: TableURI, storage_options: dict[str, Any] | None) -> ObjectStore:
+    try:
+        from .gcs import GCSObjectStore
+    except ImportError as exc:
+        raise _sdk_missing(loc, "gcs", "google-cloud-storage", exc) from exc
+    return GCSObjectStore(loc, storage_options)
+
+
+def _open_azure(loc: TableURI, storage_options: dict[str, Any] | None) -> ObjectStore:
+    try:
+        from .azure import AzureObjectStore
+    except ImportError as exc:
+        raise _sdk_missing(loc, "azure", "azure-storage-blob", exc) from exc
+    return AzureObjectStore(loc, storage_options)
+
+
 #: a table URI's scheme (as :class:`TableURI` names it) -> its object store's opener
 OBJECT_STORES: dict[str, Callable[[TableURI, dict[str, Any] | None], ObjectStore]] = {
     "file": _open_local,
     "s3": _open_s3,
+    "gs": _open_gcs,
+    "az": _open_azure,
+    "abfs": _open_azure,
 }
 #: a manifest-store URL's scheme -> (module, manifest-store class)
 MANIFEST_STORES: dict[str, tuple[str, str]] = {
@@ -54,9 +80,11 @@ SQL_DIALECTS = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 def open_object_store(
     uri: Any, storage_options: dict[str, Any] | None = None, durability: str | None = None
 ) -> ObjectStore:
-    """The object store for a table URI: a local path, ``file://`` or ``s3://`` (``s3a://``).
+    """The object store for a table URI: a local path, ``file://``, ``s3://`` (``s3a://``),
+    ``gs://``, ``az://`` or ``abfs[s]://container@account.dfs.core.windows.net/``.
 
-    ``storage_options`` configure S3 (see :mod:`stores.s3_options`).
+    ``storage_options`` configure S3 (see :mod:`stores.s3_options`), GCS and
+    Azure (see :mod:`stores.cloud_options`).
     ``durability`` (``"sync"``, the default, or ``"none"``) is what a local
     write makes durable before it returns (see :mod:`stores.local`); an S3
     write is durable when S3 acknowledges it, whatever the setting."""
@@ -68,7 +96,8 @@ def open_object_store(
     opener = OBJECT_STORES.get(loc.scheme)
     if opener is None:
         raise InvalidURIError(
-            f"unsupported table URI scheme {loc.scheme!r} in {loc.given!r} (supported: local paths, file://, s3://)"
+            f"unsupported table URI scheme {loc.scheme!r} in {loc.given!r} "
+            f"(supported: local paths, file://, s3://, gs://, az://, abfs://)"
         )
     store = opener(loc, storage_options)
     if durability is not None and hasattr(store, "durability"):

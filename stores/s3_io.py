@@ -20,6 +20,7 @@ import pyarrow as pa
 from tessera.format.errors import TruncatedFileError
 
 from .errors import ObjectChangedError
+from .ranges import assemble, plan_requests, split_gets
 
 if TYPE_CHECKING:
     from .s3 import S3ObjectStore
@@ -29,38 +30,10 @@ log = logging.getLogger(__name__)
 #: what botocore raises; anything else is a bug and propagates untouched
 BOTO_ERRORS = (bexc.BotoCoreError, bexc.ClientError)
 
-#: ranges closer than this are fetched by one GET (the bytes between are discarded)
-COALESCE_GAP = 1024 * 1024
-#: a merged request grows no larger than this, so large scans still fan out
-MAX_COALESCED = 16 * 1024 * 1024
-#: a single range larger than MAX_COALESCED is split into GETs of this size
-SPLIT_SIZE = 8 * 1024 * 1024
 #: multipart part size (S3 needs >= 5 MiB for every part but the last)
 PART_SIZE = 16 * 1024 * 1024
 #: parts uploading in the background at once; memory stays below (this + 1) parts
 MAX_INFLIGHT_PARTS = 2
-
-
-def plan_requests(
-    ranges: Sequence[tuple[int, int]], gap: int = COALESCE_GAP, max_size: int = MAX_COALESCED
-) -> list[tuple[int, int, list[int]]]:
-    """Group ``(offset, length)`` ranges into GETs ``(start, end, [range indices])``.
-
-    Ranges that overlap or lie within ``gap`` bytes of each other share a GET,
-    as long as the GET stays within ``max_size`` (a single larger range gets a
-    GET of its own).  Zero-length ranges need no GET and are left out."""
-    order = sorted((i for i, r in enumerate(ranges) if r[1] > 0), key=lambda i: ranges[i][0])
-    out: list[tuple[int, int, list[int]]] = []
-    for i in order:
-        off, length = ranges[i]
-        end = off + length
-        if out:
-            start, cur_end, members = out[-1]
-            if off <= cur_end + gap and max(end, cur_end) - start <= max_size:
-                out[-1] = (start, max(end, cur_end), members + [i])
-                continue
-        out.append((off, end, [i]))
-    return out
 
 
 class S3RangeReader:
@@ -167,29 +140,9 @@ class S3RangeReader:
                     self.path, f"byte range [{off}, {off + length}) lies outside the object of {self._size} bytes"
                 )
         plan = plan_requests(ranges)
-        # one flat list of GETs (large requests split), so no pool task waits on another
-        gets = [
-            (p, a, min(a + SPLIT_SIZE, end) if end - start > MAX_COALESCED else end)
-            for p, (start, end, _m) in enumerate(plan)
-            for a in (range(start, end, SPLIT_SIZE) if end - start > MAX_COALESCED else (start,))
-        ]
+        gets = split_gets(plan)
         datas = self._store._map(lambda g: self._get(g[1], g[2]), gets)
-        pieces: list[list[tuple[int, bytes]]] = [[] for _ in plan]
-        for (p, a, _b), data in zip(gets, datas):
-            pieces[p].append((a, data))
-        result: list[pa.Buffer] = [pa.py_buffer(b"")] * len(ranges)
-        for (start, end, members), got in zip(plan, pieces):
-            if len(got) == 1:
-                buf = pa.py_buffer(got[0][1])
-            else:
-                joined = bytearray(end - start)
-                for a, data in got:
-                    joined[a - start : a - start + len(data)] = data
-                buf = pa.py_buffer(joined)
-            for i in members:
-                off, length = ranges[i]
-                result[i] = buf.slice(off - start, length)
-        return result
+        return assemble(ranges, plan, gets, datas)
 
     def close(self) -> None:
         """Nothing to release: the client and pool belong to the store."""

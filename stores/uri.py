@@ -4,11 +4,11 @@ bucket, key prefix, local path or manifest-store key reads it from the
 
 Accepted: a local path (relative paths become absolute), ``file:///abs``
 (``file://localhost/abs``), ``s3://bucket/prefix`` (``s3a://`` is the same
-table), and, as manifest-store keys only, ``gs://``, ``az://`` and
-``abfs://`` (no object store opens those: :mod:`stores.registry`).  Anything
-else, or a malformed URI, is InvalidURIError.  S3 URIs follow AWS's bucket
-naming rule and may carry no credentials, query or fragment: settings go in
-``storage_options``.
+table), ``gs://bucket/prefix``, ``az://container/prefix`` (the account from
+``storage_options``) and ``abfs://container@account.dfs.core.windows.net/prefix``
+(``abfss://`` is the same table; the account from the host).  Anything else, or a malformed URI, is
+InvalidURIError.  S3 URIs follow AWS's bucket naming rule and may carry no
+credentials, query or fragment: settings go in ``storage_options``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from .errors import InvalidURIError
 #: AWS's bucket naming rule, plus ``_`` for legacy us-east-1 buckets
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 _BAD_KEY_CHARS = re.compile(r"[\x00-\x1f\x7f\\{}^%`\[\]\"<>~#|]")
-#: object-store schemes a table key may name besides s3 (no store of Tessera's opens them)
-_OTHER_CLOUDS = ("gs", "az", "abfs")
+#: object-store schemes besides s3 (``abfss`` is folded into ``abfs``)
+_OTHER_CLOUDS = ("gs", "az", "abfs", "abfss")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class TableURI:
     """A parsed table location."""
 
     #: ``"file"`` for a local path, ``"s3"`` (``s3a`` folded into it), ``"gs"``, ``"az"`` or ``"abfs"``
+    #: (``abfss`` folded into it)
     scheme: str
     #: the bucket (``""`` for a local path)
     bucket: str
@@ -41,6 +42,8 @@ class TableURI:
     path: str
     #: the URI as given
     given: str
+    #: ``abfs://container@HOST/...``: the account's host (``account.dfs.core.windows.net``); else ``""``
+    host: str = ""
 
     @property
     def is_local(self) -> bool:
@@ -53,7 +56,8 @@ class TableURI:
         local table, ``s3://bucket/a/b`` for ``s3a://bucket//a/b/``)."""
         if self.is_local:
             return "file://" + self.path.rstrip("/")
-        return f"{self.scheme}://{self.bucket}/{self.path}" if self.path else f"{self.scheme}://{self.bucket}"
+        bucket = f"{self.bucket}@{self.host}" if self.host else self.bucket
+        return f"{self.scheme}://{bucket}/{self.path}" if self.path else f"{self.scheme}://{bucket}"
 
     @property
     def root(self) -> str:
@@ -84,11 +88,7 @@ def parse_table_uri(uri: Any) -> TableURI:
     if scheme in ("s3", "s3a"):
         return _parse_s3(uri, p)
     if scheme in _OTHER_CLOUDS:
-        if not p.netloc:
-            raise InvalidURIError(f"table URI {uri!r} has no bucket")
-        if p.username or p.password:
-            raise InvalidURIError(f"table URI {uri!r} must not carry credentials; use storage_options")
-        return TableURI(scheme, p.hostname or "", "/".join(s for s in p.path.split("/") if s), uri)
+        return _parse_cloud(uri, p, scheme)
     raise InvalidURIError(f"unsupported table URI scheme {scheme!r} in {uri!r}")
 
 
@@ -123,6 +123,31 @@ def _parse_s3(uri: str, p: Any) -> TableURI:
         if s in (".", "..") or _BAD_KEY_CHARS.search(s):
             raise InvalidURIError(f"S3 table URI {uri!r} has an unusable path segment {s!r}")
     return TableURI("s3", bucket, "/".join(parts), uri)
+
+
+def _parse_cloud(uri: str, p: Any, scheme: str) -> TableURI:
+    if p.query or p.fragment or p.params:
+        raise InvalidURIError(f"table URI {uri!r} must not have a query or fragment; pass settings as storage_options")
+    if not p.netloc:
+        raise InvalidURIError(f"table URI {uri!r} has no bucket")
+    host = ""
+    bucket = p.netloc
+    if scheme in ("abfs", "abfss"):
+        scheme = "abfs"
+        container, at, host = p.netloc.rpartition("@")
+        if not at or not container or not host or ":" in container:
+            raise InvalidURIError(
+                f"table URI {uri!r}: use abfs://container@account.dfs.core.windows.net/path "
+                f"(or az://container/path with the account in storage_options)"
+            )
+        bucket, host = container, host.lower()
+    elif "@" in p.netloc or ":" in p.netloc:
+        raise InvalidURIError(f"table URI {uri!r} must not carry credentials or a port; use storage_options")
+    parts = [s for s in p.path.split("/") if s]
+    for s in parts:
+        if s in (".", "..") or _BAD_KEY_CHARS.search(s):
+            raise InvalidURIError(f"table URI {uri!r} has an unusable path segment {s!r}")
+    return TableURI(scheme, bucket, "/".join(parts), uri, host)
 
 
 def normalize_table_uri(uri: Any) -> str:

@@ -19,7 +19,9 @@ def store():
 
 @store.command("check")
 @click.argument("url")
-@click.option("--storage-option", "-s", multiple=True, help="key=value for an s3:// location")
+@click.option(
+    "--storage-option", "-s", multiple=True, help="key=value for an object-store location (s3://, gs://, az://)"
+)
 @OUTPUT
 def store_check(url, storage_option, output):
     """Check a manifest store (reachable, schema; prints its store id) or an
@@ -27,7 +29,7 @@ def store_check(url, storage_option, output):
     A manifest-store check creates no database or schema; it creates the
     store id if the store has none yet."""
     opts = parse_props(storage_option, "--storage-option/-s")
-    if url.startswith(("s3://", "s3a://", "file://", "/")) or "://" not in url:
+    if url.startswith(("s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://", "file://", "/")) or "://" not in url:
         from tessera.stores.probe import probe_conditional_put
         from tessera.stores.registry import open_object_store
 
