@@ -113,6 +113,8 @@ class WritePlan:
     claim: CatalogClaim | None = None
     #: options ``txnAppId``/``txnVersion`` (a stream: its query and batch): committed at most once
     app: tuple[str, int] | None = None
+    #: option ``mergeSchema=true`` on an append: the DataFrame's new columns are committed first
+    merge_schema: bool = False
 
     def policy(self):
         """The job's retry policy (``commit.retry.*`` options)."""
@@ -210,10 +212,12 @@ def plan_write(location: TableLocation, spark_schema, overwrite: bool, options) 
     naming = options.get("naming", "V2").upper()
     if naming not in ("V1", "V2"):
         raise SparkOptionError(f"option naming must be V1 or V2, got {naming!r}")
+    merge_schema = False
     if table is not None and (not overwrite or replace_where is not None):
         fields = lschema.fields_from_protos(table.manifest.fields)
         schema = table.schema
-        if (options.get("mergeSchema") or "").strip().lower() == "true":  # new columns first (write._evolved)
+        merge_schema = (options.get("mergeSchema") or "").strip().lower() == "true"
+        if merge_schema:  # new columns first (write._evolved)
             from tessera.catalog.table.schema_evolution import merge_fields, next_field_id
 
             new = arrow_schema_for(spark_schema)
@@ -242,6 +246,7 @@ def plan_write(location: TableLocation, spark_schema, overwrite: bool, options) 
         replace_where=replace_where,
         claim=location.claim,
         app=_app_options(options),
+        merge_schema=merge_schema,
     )
     plan.policy()  # a bad commit.retry.* option fails the job before any task runs
     if replace_where is not None:
@@ -403,6 +408,8 @@ class TesseraWriter(DataSourceArrowWriter):
         from tessera.catalog.table.snapshot import TableSnapshot
 
         base = handler.load(store, self.plan.base_version)
+        if not self.plan.merge_schema:  # an overwrite's fields are the DataFrame's: they replace the schema
+            return base
         return commit_schema(TableSnapshot(store, base, handler), self.plan.fields())
 
     def _holds_app(self, store, handler) -> bool:
