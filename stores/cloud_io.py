@@ -20,19 +20,15 @@ from __future__ import annotations
 
 import builtins
 import tempfile
-import threading
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from typing import IO, Any, TypeVar
 
-import pyarrow as pa
-
-from tessera.format.errors import TruncatedFileError
 from tessera.format.table.store import OutputStream
 
 from .backoff import backoff
-from .errors import AlreadyExistsError, AmbiguousStoreError, InvalidURIError, ObjectChangedError, StoreUnavailableError
-from .ranges import assemble, plan_requests, split_gets
+from .bucket import BucketKeysAndPool, WriteOnlyOutput
+from .errors import AlreadyExistsError, AmbiguousStoreError, StoreUnavailableError
+from .ranges import PinnedRangeReader
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -50,7 +46,7 @@ def not_sent(message: str) -> StoreUnavailableError:
     return err
 
 
-class CloudObjectStore:
+class CloudObjectStore(BucketKeysAndPool):
     """The shared half of an object store over one bucket (GCS) or container (Azure)."""
 
     #: one request costs a round trip: readers fetch ahead and in parallel
@@ -61,58 +57,10 @@ class CloudObjectStore:
     def __init__(self, bucket: str, prefix: str, max_concurrency: int = 8) -> None:
         self.bucket, self.prefix = bucket, prefix
         self.uri = f"{self.scheme}://{bucket}/{prefix}" if prefix else f"{self.scheme}://{bucket}"
-        self.max_concurrency = max(1, max_concurrency)
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
-
-    # -- keys ---------------------------------------------------------------
-
-    def _key(self, path: str, *, allow_root: bool = False) -> str:
-        if not isinstance(path, str):
-            raise InvalidURIError(f"object path must be a string, got {type(path).__name__}")
-        parts = [p for p in path.split("/") if p not in ("", ".")]
-        if ".." in parts or path.startswith("/"):
-            raise InvalidURIError(f"path {path!r} escapes the store root {self.uri}")
-        if not parts and not allow_root:
-            raise InvalidURIError(f"empty object path under {self.uri}")
-        return "/".join(([self.prefix] if self.prefix else []) + parts)
-
-    def _dir(self, prefix: str) -> str:
-        key = self._key(prefix, allow_root=True)
-        return key + "/" if key else ""
-
-    def _relative(self, key: str) -> str:
-        return key[len(self.prefix) + 1 :] if self.prefix else key
+        self._init_pool(max_concurrency, f"tessera-{self.scheme}")
 
     def _where(self, key: str) -> str:
         return f"{self.scheme}://{self.bucket}/{key}"
-
-    # -- thread pool ----------------------------------------------------------
-
-    def _submit(self, fn: Callable[..., R], *args: Any) -> Future[R]:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=f"tessera-{self.scheme}")
-            return self._pool.submit(fn, *args)
-
-    def _map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-        """``fn`` over ``items`` in parallel (inline for a single item); the first error is raised."""
-        items = list(items)
-        if len(items) <= 1:
-            return [fn(i) for i in items]
-        futures = [self._submit(fn, i) for i in items]
-        try:
-            return [f.result() for f in futures]
-        finally:
-            for f in futures:
-                f.cancel()
-
-    def close(self) -> None:
-        """Stop the store's worker threads (the cached client stays usable)."""
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
 
     # -- primitives of a concrete store ---------------------------------------
 
@@ -192,110 +140,30 @@ class CloudObjectStore:
         raise NotImplementedError
 
 
-class BlobRangeReader:
-    """A :class:`format.io.RangeReader` over one object of a :class:`CloudObjectStore`.
-
-    Its size and version (GCS generation, Azure ETag) come from the metadata
-    read when it is opened, or the size from the caller (``size_given``, what a
-    manifest records) and the version from the first GET answered.  Every GET
-    after is conditional on that version, so a replaced object raises
-    ObjectChangedError instead of mixing bytes of two versions."""
+class BlobRangeReader(PinnedRangeReader):
+    """A :class:`format.io.RangeReader` over one object of a :class:`CloudObjectStore`,
+    pinned to its version (GCS generation, Azure ETag;
+    :class:`stores.ranges.PinnedRangeReader`): the size and version come from
+    the metadata read when it is opened, or the size from the caller
+    (``size_given``, what a manifest records) and the version from the first
+    GET answered.  The GET itself is the store's ``_get_range``."""
 
     def __init__(
         self, store: CloudObjectStore, key: str, size: int, version: str | None, *, size_given: bool = False
     ) -> None:
-        self._store = store
-        self._key = key
-        self._size = size
-        self._version = version
-        self._size_given = size_given
-        self.path = store._where(key)
-        self._lock = threading.Lock()
-        self._on_changed: Callable[[], None] | None = None
-        self.remote = True
-        #: GET requests issued and bytes they returned (for tests and tuning)
-        self.requests = 0
-        self.bytes_fetched = 0
-
-    def size(self) -> int:
-        """Object size in bytes."""
-        return self._size
+        super().__init__(store, key, store._where(key), size, version, size_given=size_given)
+        self._cloud = store
 
     def cache_key(self) -> tuple[str, ...]:
         """Who this object is (store, path, size): readers of the same object share
         what they parse of it, pinned to its version (:meth:`expect_etag`)."""
-        return (self._store.scheme, self._store.uri, self.path, str(self._size))
+        return (self._cloud.scheme, self._cloud.uri, self.path, str(self._size))
 
-    @property
-    def etag(self) -> str | None:
-        """The object's version once metadata or a GET has told it."""
-        return self._version
-
-    def expect_etag(self, etag: str, on_changed: Callable[[], None] | None = None) -> None:
-        """Read only the object version ``etag`` names (what an earlier reader
-        parsed); a replaced object raises ObjectChangedError after calling
-        ``on_changed``."""
-        with self._lock:
-            if self._version is not None and self._version != etag:
-                if on_changed is not None:
-                    on_changed()
-                raise ObjectChangedError(f"{self.path} was replaced since it was last read; reopen it")
-            self._version = etag
-            self._on_changed = on_changed
-
-    def _get(self, start: int, end: int) -> bytes:
-        version = self._version
-        try:
-            data, got = self._store._get_range(self._key, start, end, version)
-        except ObjectChangedError:
-            if self._on_changed is not None:
-                self._on_changed()
-            raise
-        if version is None:
-            with self._lock:
-                if self._version is None:
-                    self._version = got
-                elif got != self._version:
-                    raise ObjectChangedError(f"{self.path} was replaced while being read; reopen it")
-        if len(data) != end - start:
-            if self._size_given:
-                raise TruncatedFileError(
-                    self.path,
-                    f"asked for bytes {start}..{end}, got {len(data)}: the object is not the "
-                    f"{self._size} bytes its table's manifest records",
-                )
-            raise ObjectChangedError(
-                f"{self.path}: asked for bytes {start}..{end}, got {len(data)} bytes; the object changed, reopen it"
-            )
-        with self._lock:
-            self.requests += 1
-            self.bytes_fetched += len(data)
-        return data
-
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
-        """One buffer per ``(offset, length)``, in the order asked; nearby ranges
-        are coalesced and the GETs run in parallel."""
-        for off, length in ranges:
-            if off < 0 or length < 0 or off + length > self._size:
-                raise TruncatedFileError(
-                    self.path, f"byte range [{off}, {off + length}) lies outside the object of {self._size} bytes"
-                )
-        plan = plan_requests(ranges)
-        gets = split_gets(plan)
-        datas = self._store._map(lambda g: self._get(g[1], g[2]), gets)
-        return assemble(ranges, plan, gets, datas)
-
-    def close(self) -> None:
-        """Nothing to release: the client and pool belong to the store."""
-
-    def __enter__(self) -> BlobRangeReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _fetch(self, start: int, end: int, version: str | None) -> tuple[bytes, str | None]:
+        return self._cloud._get_range(self._key, start, end, version)
 
 
-class SpooledOutputStream:
+class SpooledOutputStream(WriteOnlyOutput):
     """A write-only stream that becomes one object when closed: bytes are kept
     in memory up to SPOOL_IN_MEMORY, then in a temporary file, and uploaded by
     ``upload(stream, length)`` at :meth:`close`.  :meth:`abort` (or an
@@ -307,27 +175,6 @@ class SpooledOutputStream:
         self._spool: Any = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115
         self._pos = 0
         self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        """True once closed or aborted."""
-        return self._closed
-
-    def writable(self) -> bool:
-        """Always True (the stream is write-only)."""
-        return True
-
-    def readable(self) -> bool:
-        """Always False."""
-        return False
-
-    def seekable(self) -> bool:
-        """Always False: objects are written front to back."""
-        return False
-
-    def tell(self) -> int:
-        """Bytes written so far."""
-        return self._pos
 
     def flush(self) -> None:
         """No-op: the object is sent at close."""
@@ -357,12 +204,3 @@ class SpooledOutputStream:
         if not self._closed:
             self._closed = True
             self._spool.close()
-
-    def __enter__(self) -> SpooledOutputStream:
-        return self
-
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()

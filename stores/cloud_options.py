@@ -43,10 +43,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlparse
 
 from .errors import InvalidStorageOptionError
-from .s3_options import _as_bool, _as_count, _as_seconds, _as_str
+from .s3_options import _as_bool, _as_count, _as_seconds, _canonical, _endpoint
 
 _COMMON: dict[str, str] = {
     "allow_http": "allow_http",
@@ -110,43 +109,6 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
-def _canonical(options: Mapping[str, Any] | None, aliases: dict[str, str], what: str) -> dict[str, Any]:
-    """``options`` by canonical name, converted; unknown keys and conflicting aliases refused."""
-    if options is None:
-        return {}
-    if not isinstance(options, Mapping):
-        raise InvalidStorageOptionError(f"storage_options must be a dict, got {type(options).__name__}")
-    canon: dict[str, tuple[str, Any]] = {}
-    for raw_key, value in options.items():
-        if not isinstance(raw_key, str):
-            raise InvalidStorageOptionError(f"storage option keys must be strings, got {raw_key!r}")
-        name = aliases.get(raw_key.strip().lower())
-        if name is None:
-            raise InvalidStorageOptionError(
-                f"unknown {what} storage option {raw_key!r}; accepted: {', '.join(sorted(aliases))}"
-            )
-        if value is None:
-            continue
-        if name in canon and canon[name][1] != value:
-            raise InvalidStorageOptionError(
-                f"storage options {canon[name][0]!r} and {raw_key!r} give different values for {name}"
-            )
-        canon[name] = (raw_key, value)
-    return {name: _CONVERT.get(name, _as_str)(key, v) for name, (key, v) in canon.items()}
-
-
-def _endpoint(value: str, allow_http: bool | None) -> str:
-    """An endpoint URL (``https://`` added to a bare host, ``http://`` with ``allow_http``)."""
-    if "://" not in value:
-        value = ("http://" if allow_http else "https://") + value
-    ep = urlparse(value)
-    if ep.scheme not in ("http", "https") or not ep.netloc:
-        raise InvalidStorageOptionError(f"endpoint_url {value!r} is not an http(s) URL")
-    if ep.scheme == "http" and allow_http is False:
-        raise InvalidStorageOptionError(f"endpoint_url {value!r} is plain http but allow_http is false")
-    return value.rstrip("/")
-
-
 @dataclass(frozen=True)
 class GCSOptions:
     """Resolved GCS settings; ``None`` means "let google-cloud-storage decide"."""
@@ -163,7 +125,7 @@ class GCSOptions:
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None) -> GCSOptions:
         """Validate ``storage_options``; unknown keys raise InvalidStorageOptionError."""
-        values = _canonical(options, _GCS, "GCS")
+        values = _canonical(options, _GCS, "GCS", _CONVERT)
         if "service_account" in values and "service_account_key" in values:
             raise InvalidStorageOptionError("give service_account (a path) or service_account_key (JSON), not both")
         if values.get("skip_signature") and ("service_account" in values or "service_account_key" in values):
@@ -196,7 +158,7 @@ class AzureOptions:
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None) -> AzureOptions:
         """Validate ``storage_options``; unknown keys raise InvalidStorageOptionError."""
-        values = _canonical(options, _AZURE, "Azure")
+        values = _canonical(options, _AZURE, "Azure", _CONVERT)
         if "connection_string" in values and {"account_key", "sas_token", "endpoint_url"} & set(values):
             raise InvalidStorageOptionError(
                 "connection_string already names the endpoint and credentials: drop account_key, sas_token, endpoint"

@@ -51,8 +51,7 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 import botocore.exceptions as bexc
@@ -62,6 +61,7 @@ from tessera.format.file.io import RangeReader
 from tessera.format.table.store import OutputStream
 
 from .backoff import backoff
+from .bucket import BucketKeysAndPool
 from .errors import (
     AlreadyExistsError,
     AmbiguousStoreError,
@@ -142,7 +142,7 @@ def _client_for(opts: S3Options, conditional: bool) -> Any:
         return client
 
 
-class S3ObjectStore:
+class S3ObjectStore(BucketKeysAndPool):
     """Objects under ``s3://bucket/prefix``; paths are relative to the prefix."""
 
     #: one request costs a round trip: readers fetch ahead and in parallel
@@ -167,10 +167,8 @@ class S3ObjectStore:
         self._client = _client_for(self.options, conditional=False)
         self._cond: Any = None  # the conditional client, made on the first put-if-not-exists
         self.endpoint_url: str = self._client.meta.endpoint_url
-        self.max_concurrency = max(1, max_concurrency)
+        self._init_pool(max_concurrency, "tessera-s3")
         self.part_size = part_size
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
         #: keys per LIST page (None: the server's default, 1000 on S3)
         self.list_page_size: int | None = None
 
@@ -189,25 +187,6 @@ class S3ObjectStore:
     def probe_scope(self) -> tuple[str, str]:
         """(endpoint, bucket): the scope a conditional-put probe verdict holds for."""
         return (self.endpoint_url, self.bucket)
-
-    # -- keys ---------------------------------------------------------------
-
-    def _key(self, path: str, *, allow_root: bool = False) -> str:
-        if not isinstance(path, str):
-            raise InvalidURIError(f"object path must be a string, got {type(path).__name__}")
-        parts = [p for p in path.split("/") if p not in ("", ".")]
-        if ".." in parts or path.startswith("/"):
-            raise InvalidURIError(f"path {path!r} escapes the store root {self.uri}")
-        if not parts and not allow_root:
-            raise InvalidURIError(f"empty object path under {self.uri}")
-        return "/".join(([self.prefix] if self.prefix else []) + parts)
-
-    def _dir(self, prefix: str) -> str:
-        key = self._key(prefix, allow_root=True)
-        return key + "/" if key else ""
-
-    def _relative(self, key: str) -> str:
-        return key[len(self.prefix) + 1 :] if self.prefix else key
 
     # -- errors -------------------------------------------------------------
 
@@ -273,33 +252,6 @@ class S3ObjectStore:
         except BOTO_ERRORS:  # report the original miss
             pass
         return ObjectNotFoundError(f"s3://{self.bucket}/{key} does not exist")
-
-    # -- thread pool ----------------------------------------------------------
-
-    def _submit(self, fn: Callable[..., R], *args: Any) -> Future[R]:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="tessera-s3")
-            return self._pool.submit(fn, *args)
-
-    def _map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-        """``fn`` over ``items`` in parallel (inline for a single item); the first error is raised."""
-        items = list(items)
-        if len(items) <= 1:
-            return [fn(i) for i in items]
-        futures = [self._submit(fn, i) for i in items]
-        try:
-            return [f.result() for f in futures]
-        finally:
-            for f in futures:
-                f.cancel()
-
-    def close(self) -> None:
-        """Stop the store's worker threads (the cached client stays usable)."""
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
 
     # -- reads --------------------------------------------------------------
 

@@ -8,19 +8,18 @@ Both are created by :class:`stores.s3.S3ObjectStore` (``open_reader`` and
 from __future__ import annotations
 
 import logging
-import threading
 from collections import deque
-from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions as bexc
-import pyarrow as pa
 
 from tessera.format.errors import TruncatedFileError
 
+from .bucket import WriteOnlyOutput
 from .errors import ObjectChangedError
-from .ranges import assemble, plan_requests, split_gets
+from .ranges import PinnedRangeReader
+from .ranges import plan_requests as plan_requests  # what tests import from here
 
 if TYPE_CHECKING:
     from .s3 import S3ObjectStore
@@ -36,125 +35,43 @@ PART_SIZE = 16 * 1024 * 1024
 MAX_INFLIGHT_PARTS = 2
 
 
-class S3RangeReader:
-    """A :class:`format.io.RangeReader` over one S3 object.
-
-    The size and ETag come from one HEAD when the reader is opened, or the size
-    from the caller (``size_given``) and the ETag from the first GET answered;
-    every GET after is conditional on that ETag, and answers to GETs sent
-    before it was known must carry the same one, so a replaced object raises
-    ObjectChangedError instead of mixing bytes of two versions."""
+class S3RangeReader(PinnedRangeReader):
+    """A :class:`format.io.RangeReader` over one S3 object, pinned to its ETag
+    (:class:`stores.ranges.PinnedRangeReader`): the size and ETag come from one
+    HEAD when the reader is opened, or the size from the caller
+    (``size_given``) and the ETag from the first GET answered."""
 
     def __init__(
         self, store: S3ObjectStore, key: str, size: int, etag: str | None, *, size_given: bool = False
     ) -> None:
-        self._store = store
-        self._key = key
-        self._size = size
-        self._etag = etag
-        self._size_given = size_given
-        self.path = f"s3://{store.bucket}/{key}"
-        self._lock = threading.Lock()
-        #: called before a GET reports the object replaced (see expect_etag)
-        self._on_changed: Callable[[], None] | None = None
-        #: a round trip per request: readers fetch several fields' ranges at once
-        self.remote = True
-        #: GET requests issued and bytes they returned (for tests and tuning)
-        self.requests = 0
-        self.bytes_fetched = 0
-
-    def size(self) -> int:
-        """Object size in bytes (from the HEAD at open)."""
-        return self._size
+        super().__init__(store, key, f"s3://{store.bucket}/{key}", size, etag, size_given=size_given)
+        self._s3 = store
 
     def cache_key(self) -> tuple:
         """Who this object is (endpoint, path, size): readers of the same object
         share what they parse of it, pinned to its ETag (:meth:`expect_etag`)."""
-        return ("s3", self._store.endpoint_url, self.path, self._size)
+        return ("s3", self._s3.endpoint_url, self.path, self._size)
 
-    @property
-    def etag(self) -> str | None:
-        """The object's ETag once a HEAD or GET has told it."""
-        return self._etag
-
-    def expect_etag(self, etag: str, on_changed: Callable[[], None] | None = None) -> None:
-        """Read only the object version ``etag`` names (what a reader before
-        this one parsed): every GET is conditional on it, and a replaced object
-        raises ObjectChangedError, after calling ``on_changed`` (the parse
-        made from the old version is dropped, so reopening reads the new one)."""
-        with self._lock:
-            if self._etag is not None and self._etag != etag:
-                if on_changed is not None:
-                    on_changed()
-                raise ObjectChangedError(f"{self.path} was replaced since it was last read; reopen it")
-            self._etag = etag
-            self._on_changed = on_changed
-
-    def _get(self, start: int, end: int) -> bytes:
-        kwargs: dict[str, Any] = {"Bucket": self._store.bucket, "Key": self._key, "Range": f"bytes={start}-{end - 1}"}
-        etag = self._etag
-        if etag:
-            kwargs["IfMatch"] = etag
+    def _fetch(self, start: int, end: int, version: str | None) -> tuple[bytes, str | None]:
+        kwargs: dict[str, Any] = {"Bucket": self._s3.bucket, "Key": self._key, "Range": f"bytes={start}-{end - 1}"}
+        if version:
+            kwargs["IfMatch"] = version
         try:
-            resp = self._store._client.get_object(**kwargs)
+            resp = self._s3._client.get_object(**kwargs)
             data = resp["Body"].read()
         except BOTO_ERRORS as exc:
-            status = self._store._status(exc)
+            status = self._s3._status(exc)
             if status == 412:
-                if self._on_changed is not None:
-                    self._on_changed()
                 raise ObjectChangedError(f"{self.path} was replaced while being read; reopen it") from exc
             if status == 416 and self._size_given:
                 raise TruncatedFileError(
                     self.path, f"the object is shorter than the {self._size} bytes its table's manifest records"
                 ) from exc
-            raise self._store._translate(exc, "read", self._key) from exc
-        if etag is None:
-            got = resp.get("ETag")
-            with self._lock:
-                if self._etag is None:
-                    self._etag = got
-                elif got != self._etag:
-                    raise ObjectChangedError(f"{self.path} was replaced while being read; reopen it")
-        if len(data) != end - start:
-            if self._size_given:
-                raise TruncatedFileError(
-                    self.path,
-                    f"asked for bytes {start}..{end}, got {len(data)}: the object is not the "
-                    f"{self._size} bytes its table's manifest records",
-                )
-            raise ObjectChangedError(
-                f"{self.path}: asked for bytes {start}..{end}, got {len(data)} bytes; the object changed, reopen it"
-            )
-        with self._lock:
-            self.requests += 1
-            self.bytes_fetched += len(data)
-        return data
-
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
-        """One buffer per ``(offset, length)``, in the order asked; nearby ranges
-        are coalesced and the GETs run in parallel."""
-        for off, length in ranges:
-            if off < 0 or length < 0 or off + length > self._size:
-                raise TruncatedFileError(
-                    self.path, f"byte range [{off}, {off + length}) lies outside the object of {self._size} bytes"
-                )
-        plan = plan_requests(ranges)
-        gets = split_gets(plan)
-        datas = self._store._map(lambda g: self._get(g[1], g[2]), gets)
-        return assemble(ranges, plan, gets, datas)
-
-    def close(self) -> None:
-        """Nothing to release: the client and pool belong to the store."""
-
-    def __enter__(self) -> S3RangeReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+            raise self._s3._translate(exc, "read", self._key) from exc
+        return data, resp.get("ETag")
 
 
-class S3OutputStream:
+class S3OutputStream(WriteOnlyOutput):
     """A write-only stream that becomes one S3 object when closed.
 
     Small objects are sent by a single PUT at close.  Once ``part_size`` bytes
@@ -176,27 +93,6 @@ class S3OutputStream:
         self._inflight: deque[Future] = deque()
         self._closed = False
         self.path = f"s3://{store.bucket}/{key}"
-
-    @property
-    def closed(self) -> bool:
-        """True once closed or aborted."""
-        return self._closed
-
-    def writable(self) -> bool:
-        """Always True (the stream is write-only)."""
-        return True
-
-    def readable(self) -> bool:
-        """Always False."""
-        return False
-
-    def seekable(self) -> bool:
-        """Always False: S3 objects are written front to back."""
-        return False
-
-    def tell(self) -> int:
-        """Bytes written so far."""
-        return self._pos
 
     def flush(self) -> None:
         """No-op: bytes are sent in whole parts, and the rest at close."""
@@ -293,15 +189,6 @@ class S3OutputStream:
                     self.path,
                     exc,
                 )
-
-    def __enter__(self) -> S3OutputStream:
-        return self
-
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
     def __del__(self) -> None:
         # an unclosed stream never publishes its object; free the upload's parts

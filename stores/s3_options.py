@@ -127,6 +127,52 @@ def _as_str(key: str, value: Any) -> str:
     return value.strip()
 
 
+def _canonical(
+    options: Mapping[str, Any] | None,
+    aliases: dict[str, str],
+    what: str,
+    convert: Mapping[str, Callable[[str, Any], Any]],
+) -> dict[str, Any]:
+    """``options`` by canonical name (``aliases`` maps each accepted lowercase
+    key to it), each value converted by ``convert`` (default :func:`_as_str`);
+    unknown keys and aliases given different values are refused."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise InvalidStorageOptionError(f"storage_options must be a dict, got {type(options).__name__}")
+    canon: dict[str, tuple[str, Any]] = {}
+    for raw_key, value in options.items():
+        if not isinstance(raw_key, str):
+            raise InvalidStorageOptionError(f"storage option keys must be strings, got {raw_key!r}")
+        name = aliases.get(raw_key.strip().lower())
+        if name is None:
+            raise InvalidStorageOptionError(
+                f"unknown {what} storage option {raw_key!r}; accepted: {', '.join(sorted(aliases))}"
+            )
+        if value is None:
+            continue
+        if name in canon and canon[name][1] != value:
+            raise InvalidStorageOptionError(
+                f"storage options {canon[name][0]!r} and {raw_key!r} give different values for {name}"
+            )
+        canon[name] = (raw_key, value)
+    return {name: convert.get(name, _as_str)(key, v) for name, (key, v) in canon.items()}
+
+
+def _endpoint(value: str, allow_http: bool | None, refused_hint: str = "") -> str:
+    """An endpoint URL (``https://`` added to a bare host, ``http://`` with
+    ``allow_http``); a plain-http one with ``allow_http`` false is refused
+    (``refused_hint`` ends that message)."""
+    if "://" not in value:
+        value = ("http://" if allow_http else "https://") + value
+    ep = urlparse(value)
+    if ep.scheme not in ("http", "https") or not ep.netloc:
+        raise InvalidStorageOptionError(f"endpoint_url {value!r} is not an http(s) URL")
+    if ep.scheme == "http" and allow_http is False:
+        raise InvalidStorageOptionError(f"endpoint_url {value!r} is plain http but allow_http is false{refused_hint}")
+    return value.rstrip("/")
+
+
 @dataclass(frozen=True)
 class S3Options:
     """Resolved S3 settings; ``None`` means "let boto3 decide"."""
@@ -147,27 +193,6 @@ class S3Options:
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None) -> S3Options:
         """Validate ``storage_options``; unknown keys raise InvalidStorageOptionError."""
-        if options is None:
-            return cls()
-        if not isinstance(options, Mapping):
-            raise InvalidStorageOptionError(f"storage_options must be a dict, got {type(options).__name__}")
-        canon: dict[str, tuple[str, Any]] = {}
-        for raw_key, value in options.items():
-            if not isinstance(raw_key, str):
-                raise InvalidStorageOptionError(f"storage option keys must be strings, got {raw_key!r}")
-            name = _ALIASES.get(raw_key.strip().lower())
-            if name is None:
-                raise InvalidStorageOptionError(
-                    f"unknown S3 storage option {raw_key!r}; accepted: {', '.join(sorted(_ALIASES))}"
-                )
-            if value is None:
-                continue
-            if name in canon and canon[name][1] != value:
-                raise InvalidStorageOptionError(
-                    f"storage options {canon[name][0]!r} and {raw_key!r} give different values for {name}"
-                )
-            canon[name] = (raw_key, value)
-
         conv: dict[str, Callable[[str, Any], Any]] = {
             "endpoint_url": _as_str,
             "region": _as_str,
@@ -183,7 +208,7 @@ class S3Options:
             "max_retries": lambda k, v: _as_count(k, v, 0),
             "max_pool_connections": lambda k, v: _as_count(k, v, 1),
         }
-        values = {name: conv[name](key, v) for name, (key, v) in canon.items()}
+        values = _canonical(options, _ALIASES, "S3", conv)
 
         virtual = values.pop("virtual_hosted_style_request", None)
         style = values.get("addressing_style")
@@ -205,16 +230,7 @@ class S3Options:
         endpoint = values.get("endpoint_url")
         allow_http = values.get("allow_http")
         if endpoint is not None:
-            if "://" not in endpoint:
-                endpoint = ("http://" if allow_http else "https://") + endpoint
-            ep = urlparse(endpoint)
-            if ep.scheme not in ("http", "https") or not ep.netloc:
-                raise InvalidStorageOptionError(f"endpoint_url {endpoint!r} is not an http(s) URL")
-            if ep.scheme == "http" and allow_http is False:
-                raise InvalidStorageOptionError(
-                    f"endpoint_url {endpoint!r} is plain http but allow_http is false; use https or allow_http=true"
-                )
-            values["endpoint_url"] = endpoint.rstrip("/")
+            values["endpoint_url"] = _endpoint(endpoint, allow_http, "; use https or allow_http=true")
             # S3-compatible servers (MinIO, moto, Ceph) rarely resolve bucket subdomains
             values.setdefault("addressing_style", "path")
         return cls(**values)

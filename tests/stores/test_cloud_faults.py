@@ -1,5 +1,5 @@
-"""The GCS and Azure stores' conditional create under faults the emulators
-cannot show, made by an HTTP proxy in front of them: a create applied whose
+"""The S3, GCS and Azure stores' conditional create under faults the emulators
+(moto, fake-gcs-server, Azurite) cannot show, made by an HTTP proxy in front of them: a create applied whose
 answer is lost is AmbiguousStoreError (never a loss, never a win), a request
 refused before it was sent is retried, and a store that ignores the
 condition is refused by the conditional-put probe."""
@@ -23,7 +23,7 @@ from tessera.stores.probe import probe_conditional_put, reset_probe_cache
 
 
 def _conditional(h) -> bool:
-    """A conditional create: Azure's ``If-None-Match: *``, GCS's ``ifGenerationMatch=0``."""
+    """A conditional create: S3's and Azure's ``If-None-Match: *``, GCS's ``ifGenerationMatch=0``."""
     return bool(h.headers.get("If-None-Match")) or "ifGenerationMatch=0" in h.path
 
 
@@ -34,8 +34,9 @@ class FaultProxy(HttpProxy):
     forwarded) or "ignore" (forward without the condition, as a store that
     ignores it would)."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, error_body: bytes = b"injected") -> None:
         self.plan: list[str] = []
+        self.error_body = error_body
         super().__init__(target_port)
 
     def handle(self, h, body: bytes) -> None:
@@ -49,14 +50,20 @@ class FaultProxy(HttpProxy):
             h.close_connection = True
             return
         if action in ("lost", "reject"):
-            answer = (500 if action == "lost" else 503, [], b"injected")
+            answer = (500 if action == "lost" else 503, [], self.error_body)
         self.reply(h, *answer)
 
 
-@pytest.fixture(params=["azure", "gcs"])
+@pytest.fixture(params=["azure", "gcs", "s3"])
 def proxied(request):
     """(the proxy, a store that talks to the emulator through it)."""
-    if request.param == "azure":
+    if request.param == "s3":
+        server = request.getfixturevalue("moto_server")
+        proxy = FaultProxy(server.port, b"<Error><Code>InternalError</Code><Message>injected</Message></Error>")
+        store = open_object_store(
+            f"s3://{server.new_bucket()}/t", {**server.storage_options(), "endpoint_url": proxy.endpoint}
+        )
+    elif request.param == "azure":
         from azure.storage.blob import ContainerSasPermissions, generate_container_sas
 
         server = request.getfixturevalue("azurite")

@@ -1,8 +1,9 @@
 """S3ObjectStore against moto's HTTP server (real boto3 over real HTTP).
 
-Faults moto cannot produce (a lost response after the write was applied, a
-store that ignores If-None-Match) come from a small forwarding proxy and a
-deliberately broken subclass."""
+A store that ignores If-None-Match is a deliberately broken subclass; the
+faults moto cannot produce (a lost response after the write was applied, a
+request refused before it was sent) are tests/stores/test_cloud_faults.py's,
+run against S3, GCS and Azure through one forwarding proxy."""
 
 from __future__ import annotations
 
@@ -12,14 +13,12 @@ import threading
 import numpy as np
 import pyarrow as pa
 import pytest
-from tessera_test_http_proxy import HttpProxy
 
 from tessera import format as tformat
 from tessera.format.errors import TruncatedFileError
 from tessera.stores import open_object_store
 from tessera.stores.errors import (
     AlreadyExistsError,
-    AmbiguousStoreError,
     BucketNotFoundError,
     ConditionalWriteUnsupportedError,
     InvalidStorageOptionError,
@@ -358,64 +357,6 @@ def test_output_abort(store, moto_server, bucket):
     assert not moto_server.client("s3").list_multipart_uploads(Bucket=bucket).get("Uploads")
     with pytest.raises(ValueError):
         out.write(b"more")
-
-
-# -- lost responses (a proxy in front of moto) -----------------------------------------
-
-
-class FaultProxy(HttpProxy):
-    """Forwards HTTP to moto; ``plan`` lists what to do with each conditional
-    PUT in turn: "ok" (forward), "lost" (forward, then answer 500: applied, but
-    the client cannot know), "drop" (forward, then close the connection without
-    an answer) or "reject" (answer 503 without forwarding)."""
-
-    def __init__(self, target_port: int) -> None:
-        self.plan: list[str] = []
-        super().__init__(target_port)
-
-    def handle(self, h, body: bytes) -> None:
-        action = "ok"
-        if h.command == "PUT" and h.headers.get("If-None-Match") and self.plan:
-            action = self.plan.pop(0)
-        if action != "reject":
-            answer = self.forward(h, body)
-        if action == "drop":
-            h.close_connection = True
-            return
-        if action != "ok":
-            status = 500 if action == "lost" else 503
-            answer = (status, [], b"<Error><Code>InternalError</Code><Message>injected</Message></Error>")
-        self.reply(h, *answer)
-
-
-@pytest.fixture
-def proxied(moto_server, bucket):
-    proxy = FaultProxy(moto_server.port)
-    s = S3ObjectStore(f"s3://{bucket}/tbl", {**moto_server.storage_options(), "endpoint_url": proxy.endpoint})
-    yield proxy, s
-    proxy.close()
-
-
-@pytest.mark.parametrize("fault", ["lost", "drop"])
-def test_lost_response_is_ambiguous_not_a_loss(proxied, fault):
-    proxy, s = proxied
-    proxy.plan = [fault]  # applied, reply lost; the retry then sees our own object
-    with pytest.raises(AmbiguousStoreError):
-        s.put_if_not_exists("_versions/1.manifest", b"ours")
-    assert s.read("_versions/1.manifest") == b"ours"
-
-
-def test_rejected_then_retried_wins(proxied):
-    proxy, s = proxied
-    proxy.plan = ["reject", "reject"]  # 503 before reaching S3: retried by Tessera, then applied
-    s.put_if_not_exists("k", b"v")
-    assert s.read("k") == b"v" and proxy.plan == []
-    with pytest.raises(AlreadyExistsError):  # a 412 on the first attempt is a clean loss
-        s.put_if_not_exists("k", b"w")
-    proxy.plan = ["reject"]
-    with pytest.raises(AmbiguousStoreError):  # a 503 could have been applied, so a later 412 proves nothing
-        s.put_if_not_exists("k", b"w")
-    assert s.read("k") == b"v"
 
 
 # -- the conditional-put probe ----------------------------------------------------------
