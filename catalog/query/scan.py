@@ -213,8 +213,8 @@ class Scan:
                 self._late = (in_filter, [c for c in needed if c not in in_filter])
         out_fields = []
         for c in out:
-            if c in self.special:  # the lineage columns are nullable, as pylance types them
-                out_fields.append(pa.field(c, pa.uint64(), nullable=c in (CREATED_AT, UPDATED_AT)))
+            if c in self.special:  # nullable uint64, as pylance 14 types all four
+                out_fields.append(pa.field(c, pa.uint64()))
             else:
                 out_fields.append(schema.field(c))
         self.schema = pa.schema(out_fields, metadata=schema.metadata)  # pandas metadata, as pylance keeps it

@@ -176,7 +176,7 @@ def take_rows(
     special = tuple(n for n in (ROW_ID, ROW_ADDRESS) if n not in table.schema.names)
     data_names = [n for n in names if n not in special]
     fields = fields_by_name(table.fields, data_names)
-    out_fields = [pa.field(n, pa.uint64(), nullable=False) if n in special else table.schema.field(n) for n in names]
+    out_fields = [pa.field(n, pa.uint64()) if n in special else table.schema.field(n) for n in names]
     schema = pa.schema(out_fields)
     addr, found = resolve(table, index, ids)
     if not found.all():
