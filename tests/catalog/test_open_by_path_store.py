@@ -12,7 +12,7 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from tessera_test_store_fixtures import dynamodb_table, dynamodb_url  # noqa: F401 - a fixture
+from tessera_test_store_fixtures import dynamodb_table, kind_of, store_url  # noqa: F401 - fixtures
 
 from tessera.catalog import errors as E
 from tessera.catalog.table import Table, coordinator
@@ -50,25 +50,12 @@ def forget(tmp_path):
             ms.close()
 
 
-def _store_kind_url(kind: str, request, tmp_path) -> str:
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path}/commits.db"
-    if kind == "redis":
-        return f"{request.getfixturevalue('redis_url')}?prefix=t{uuid.uuid4().hex[:10]}"
-    if kind == "postgresql":
-        return request.getfixturevalue("postgres_url")
-    if kind == "mysql":
-        return request.getfixturevalue("mysql_url")
-    return dynamodb_url(request.getfixturevalue("moto_server"), request.getfixturevalue("dynamodb_table"))
-
-
-@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgresql", "mysql", "dynamodb"])
-def test_the_recorded_store_is_found(kind, request, tmp_path, monkeypatch, forget):
+def test_the_recorded_store_is_found(store_url, tmp_path, monkeypatch, forget):
     """Every store's recorded identity opens that store again (the inverse is
     pinned: a changed identity format fails here), and a by-path open commits
     through it.  PostgreSQL takes its user from libpq's PGUSER; MariaDB has
     no such place, so its URL is listed in the configuration."""
-    url = _store_kind_url(kind, request, tmp_path)
+    url, kind = store_url, kind_of(store_url)
     forget(url)
     path = str(tmp_path / "t")
     Table.create(path, _rows(3), commit_store=url)

@@ -74,7 +74,20 @@ def azurite_binary() -> str:
     return str(binary)
 
 
-class Azurite:
+class _Emulator:
+    """An emulator process the tests started (``proc``), stopped at the session's end."""
+
+    proc: subprocess.Popen
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class Azurite(_Emulator):
     """Azurite's blob service in memory on a free port, with the well-known development account."""
 
     account = "devstoreaccount1"
@@ -111,13 +124,6 @@ class Azurite:
         svc.create_container(name)
         return name
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
 
 def fake_gcs_binary() -> str:
     on_path = shutil.which("fake-gcs-server")
@@ -130,7 +136,7 @@ def fake_gcs_binary() -> str:
     return str(_get_binary_path())
 
 
-class FakeGCS:
+class FakeGCS(_Emulator):
     """fake-gcs-server in memory over HTTP on a free port."""
 
     def __init__(self) -> None:
@@ -162,13 +168,6 @@ class FakeGCS:
         with urllib.request.urlopen(req, timeout=10) as resp:
             assert resp.status == 200
         return name
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 @pytest.fixture(scope="session")
