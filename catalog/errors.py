@@ -30,6 +30,7 @@ from tessera.commit.errors import (  # noqa: F401  (re-exported)
 )
 from tessera.commit.retry import InvalidRetryPolicyError  # noqa: F401
 from tessera.format.errors import (  # noqa: F401
+    ChecksumMismatchError,
     ClosedFileError,
     ColumnNotFoundError,
     CorruptFileError,
@@ -37,6 +38,7 @@ from tessera.format.errors import (  # noqa: F401
     FormatError,
     InvalidColumnNameError,
     InvalidPathError,
+    InvalidSettingError,
     MissingFileError,
     NotABlobColumnError,
     RewriteError,

@@ -33,6 +33,17 @@ class TruncatedFileError(CorruptFileError):
     """A file is shorter than its own metadata says it must be."""
 
 
+class ChecksumMismatchError(CorruptFileError):
+    """A data file's bytes do not match the CRC32C checksums Tessera recorded
+    in it when it wrote the file: they changed since (a flipped bit on the
+    disk, a damaged copy).  Nothing read from those bytes is returned."""
+
+
+class InvalidSettingError(FormatError, ValueError):
+    """A setting of the format library (such as the checksum mode) is not
+    one of the values it takes."""
+
+
 class UnsupportedEncodingError(FormatError):
     """A page uses an encoding, layout or protobuf field this library does not
     decode.  Raised instead of guessing, so no wrong data is ever returned."""

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
 from . import errors  # noqa: E402
 from .catalog.errors import TesseraError  # noqa: E402
 from .catalog.table import Table  # noqa: E402
+from .format.file.checksum import checksums  # noqa: E402
 from .stores.local import durability  # noqa: E402
 
 if _TYPE_CHECKING:
@@ -91,4 +92,4 @@ else:
     _sys.meta_path.insert(0, _RegisterNamespace())
 
 __version__ = "0.1.0"
-__all__ = ["Catalog", "Table", "TesseraError", "__version__", "connect", "durability", "errors"]
+__all__ = ["Catalog", "Table", "TesseraError", "__version__", "checksums", "connect", "durability", "errors"]

@@ -104,6 +104,7 @@ for _command in (
     maintenance.compact,
     maintenance.cleanup,
     maintenance.repair,
+    maintenance.verify,
     stores.store,
     serve.serve,
 ):

@@ -138,3 +138,42 @@ def repair(obj: Ctx, name):
             render.err_console.print(render.styled("red", p))
         sys.exit(1)
     render.console.print(f"{name}: no half-done commits left")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--all-versions", is_flag=True, help="check the files of every version on storage, not only the latest")
+@click.option("--list-unchecked", is_flag=True, help="name each file that has no checksums (another writer's)")
+@OUTPUT
+@click.pass_obj
+def verify(obj: Ctx, name, all_versions, list_unchecked, output):
+    """Check every byte of a table's files against their checksums.
+
+    Exits 1 when a file is damaged or missing.  Files written by pylance or
+    LanceDB carry no checksums: they are counted as unchecked."""
+    t = obj.table(name)
+    with render.phases("verifying") as tell:
+        report = t.verify(all_versions=all_versions, progress=tell)
+    bad = report.corrupt + report.missing
+    if output == "json":
+        summary = report.summary()
+        summary["table"] = name
+        summary["problems"] = [{"path": f.path, "status": f.status, "detail": f.detail} for f in bad]
+        if list_unchecked:
+            summary["unchecked_files"] = [f.path for f in report.unchecked]
+        render.print_json(summary)
+    else:
+        s = report.summary()
+        vtext = f"version {report.versions[0]}" if len(report.versions) == 1 else f"{len(report.versions)} versions"
+        render.console.print(
+            f"{name} ({vtext}): {s['files']} file(s), {s['ok']} verified "
+            f"({render.human_bytes(report.bytes_checked)}), {s['unchecked']} without checksums, "
+            f"{s['corrupt']} corrupt, {s['missing']} missing"
+        )
+        if list_unchecked:
+            for f in report.unchecked:
+                render.console.print(f"  unchecked: {f.path}")
+        for f in bad:
+            render.err_console.print(render.styled("red", f"{f.status}: {f.path}: {f.detail}"))
+    if bad:
+        sys.exit(1)

@@ -152,3 +152,22 @@ def to_pandas(table: pa.Table, metadata: dict | None = None):
         dtype = pd.CategoricalDtype(known + extra, ordered=bool(meta.get("ordered", False)))
         df[name] = df[name].astype(dtype)
     return df
+
+
+def to_duckdb(dataset: Any, name: str | None, connection: Any) -> Any:
+    """A DuckDB relation over ``dataset`` (a table's pyarrow Dataset view),
+    also registered as the view ``name`` on ``connection`` when a name is given
+    (DuckDB's default connection when none is)."""
+    import duckdb
+
+    if connection is None:
+        default = duckdb.default_connection
+        connection = default() if callable(default) else default
+    elif not isinstance(connection, duckdb.DuckDBPyConnection):
+        raise InvalidArgumentError(f"connection must be a duckdb connection, not {type(connection).__name__}")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise InvalidArgumentError(f"name must be a non-empty string, got {name!r}")
+    if name is None:
+        return connection.from_arrow(dataset)
+    connection.register(name, dataset)
+    return connection.view(name)

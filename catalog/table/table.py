@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from ..query.predicate import Predicate
     from .mutations import MergeInsertBuilder
     from .stats import TableStats
+    from .verify import VerifyReport
 
 
 _OPEN_HINT = (
@@ -656,20 +657,7 @@ class Table:
         DuckDB pushes projections and filters into Tessera).  With ``name`` the
         view is also registered under that name for SQL on ``connection``
         (DuckDB's default connection when not given)."""
-        import duckdb
-
-        if connection is None:
-            default = duckdb.default_connection
-            connection = default() if callable(default) else default
-        elif not isinstance(connection, duckdb.DuckDBPyConnection):
-            raise InvalidArgumentError(f"connection must be a duckdb connection, not {type(connection).__name__}")
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise InvalidArgumentError(f"name must be a non-empty string, got {name!r}")
-        ds = self.to_dataset()
-        if name is None:
-            return connection.from_arrow(ds)
-        connection.register(name, ds)
-        return connection.view(name)
+        return ldata.to_duckdb(self.to_dataset(), name, connection)
 
     def head(self, n: int = 5, columns: Sequence[str] | None = None, filter: Predicate | None = None) -> pa.Table:
         """The first ``n`` rows (of those matching ``filter``)."""
@@ -789,6 +777,14 @@ class Table:
         ``orphan_age``.  Returns a VersionCleanupReport; ``progress(phase, done,
         total)`` is told how far the reading of versions and the deleting are."""
         return maintenance.cleanup(self._snap, older_than, keep_tagged, orphan_age, dry_run, progress)
+
+    def verify(self, *, all_versions: bool = False, progress: Progress | None = None) -> VerifyReport:
+        """Check every byte of this version's data and index files (``all_versions``:
+        of every version on storage) against the checksums Tessera writes into
+        them; files of other writers have none (see :mod:`tessera.catalog.table.verify`)."""
+        from .verify import verify
+
+        return verify(self._snap, all_versions, progress)
 
     def cleanup_orphans(self, older_than: dt.timedelta | None = None, *, dry_run: bool = False) -> CleanupReport:
         """Remove files of failed commits (unreferenced data, deletion and

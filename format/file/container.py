@@ -7,6 +7,8 @@ Layout, front to back::
                             (chunk sizes, dictionaries): held back by the
                             writer so the first read of the tail holds them
     global buffer 0         FileDescriptor protobuf (schema and row count)
+    global buffer 1         Tessera's checksum table (``checksum``), which
+                            Lance readers skip; absent from other writers' files
     column metadata         one ColumnMetadata protobuf per column, back to back
     CMO table               num_columns x (u64 position, u64 length)
     GBO table               num_global_buffers x (u64 position, u64 length)
@@ -33,6 +35,7 @@ from google.protobuf.message import DecodeError, Message
 
 from ..errors import CorruptFileError, TruncatedFileError, UnsupportedEncodingError
 from ..protos import encodings_pb2, file2_pb2, file_pb2
+from . import checksum as lchecksum
 
 MAGIC = b"LANC"
 FOOTER = struct.Struct("<QQQIIHH4s")
@@ -192,10 +195,16 @@ def _copy_bytes(buf: object) -> bytes:
 class ContainerWriter:
     """Places page buffers, global buffers and metadata in a byte sink."""
 
-    def __init__(self, sink, version: str) -> None:
+    def __init__(self, sink, version: str, checksums: bool | None = None) -> None:
+        """``checksums``: record CRC32C checksums of the file in it (``checksum``);
+        None: unless the process's checksum mode is ``"off"``."""
         self._sink = sink
         self.version = normalize_version(version)
         self._pos = 0
+        if checksums is None:
+            checksums = lchecksum.mode() != "off"
+        #: hashes the data region as it is written (None: no checksums)
+        self._hasher: lchecksum.BlockHasher | None = lchecksum.BlockHasher() if checksums else None
         self._columns: list[file2_pb2.ColumnMetadata] = []
         self._column_encoding = column_encoding_bytes()
         #: planning buffers held back for the tail: (page, buffer index, bytes)
@@ -212,6 +221,8 @@ class ContainerWriter:
             mv = mv.cast("B")
         self._sink.write(mv)
         self._pos += mv.nbytes
+        if self._hasher is not None:
+            self._hasher.update(mv)
 
     def _align(self) -> None:
         pad = (-self._pos) % ALIGNMENT
@@ -260,30 +271,52 @@ class ContainerWriter:
         p.length = page.length
         p.encoding.direct.encoding = page.encoding
 
-    def finish(self, descriptor: file_pb2.FileDescriptor) -> int:
+    def finish(self, descriptor: file_pb2.FileDescriptor, extra_buffers: Sequence[bytes] = ()) -> int:
         """Write the held-back planning buffers, global buffer 0, column
-        metadata, tables and footer; returns the file size."""
+        metadata, tables and footer; returns the file size.  ``extra_buffers``
+        become global buffers 1, 2, ... (after the column metadata, as pylance
+        places a zone map's NULL rows); the checksum table follows them."""
         for p, j, buf in self._deferred:
             self._align()
             p.buffer_offsets[j] = self._pos
             self._write(buf)
         self._deferred.clear()
         self._align()
+        hasher, self._hasher = self._hasher, None  # the data region ends here
         gb_pos = self._pos
         gb = descriptor.SerializeToString()
-        self._write(gb)
-        cm_start = self._pos
-        cmo = []
+        buffers = [(gb_pos, len(gb))]
+        cm_start = gb_pos + len(gb)
+        if hasher is not None:
+            crcs = hasher.finish()
+            sums_pos = cm_start + (-cm_start) % ALIGNMENT
+            buffers.append((sums_pos, lchecksum.table_size(len(crcs))))
+            cm_start = sums_pos + buffers[1][1]
+        cmo, meta, pos = [], [], cm_start
         for cm in self._columns:
             data = cm.SerializeToString()
-            cmo.append((self._pos, len(data)))
-            self._write(data)
-        cmo_pos = self._pos
-        self._write(b"".join(struct.pack("<QQ", p, n) for p, n in cmo))
-        gbo_pos = self._pos
-        self._write(struct.pack("<QQ", gb_pos, len(gb)))
+            cmo.append((pos, len(data)))
+            meta.append(data)
+            pos += len(data)
+        extras = []
+        for data in extra_buffers:
+            pad = (-pos) % ALIGNMENT  # pylance 14 refuses a global buffer off a 64-byte boundary
+            meta.append(b"\0" * pad + bytes(data))
+            extras.append((pos + pad, len(data)))
+            pos += pad + len(data)
+        buffers[1:1] = extras  # buffers 1, 2, ...; the checksum table last
+        cmo_pos = pos
+        meta.append(b"".join(struct.pack("<QQ", p, n) for p, n in cmo))
+        gbo_pos = cmo_pos + 16 * len(cmo)
+        meta.append(b"".join(struct.pack("<QQ", p, n) for p, n in buffers))
         major, minor = FOOTER_VERSIONS[self.version]
-        self._write(Footer(cm_start, cmo_pos, gbo_pos, 1, len(self._columns), major, minor).pack())
+        meta.append(Footer(cm_start, cmo_pos, gbo_pos, len(buffers), len(self._columns), major, minor).pack())
+        tail = b"".join(meta)
+        self._write(gb)
+        if hasher is not None:
+            self._align()  # pylance 14 refuses a global buffer that does not start on a 64-byte boundary
+            self._write(lchecksum.build_table(crcs, gb_pos, gb, tail))
+        self._write(tail)
         return self._pos
 
 
@@ -310,6 +343,9 @@ class _TailServedIO:
         return [self._tail.slice(int(off) - lo, int(n)) if ok else next(got) for (off, n), ok in zip(ranges, inside)]
 
 
+_UNREAD = object()
+
+
 class ParsedTail:
     """What a data file's tail says, parsed once: the bytes read, footer,
     tables, FileDescriptor, column metadata parsed so far, and (filled by the
@@ -332,6 +368,8 @@ class ParsedTail:
         self.schema: pa.Schema | None = None
         self.etag: str | None = None
         self.lock = threading.Lock()
+        #: the file's checksum table (None: it has none; _UNREAD: not looked for yet)
+        self.sums: object = _UNREAD
 
 
 class ContainerReader:
@@ -345,13 +383,21 @@ class ContainerReader:
 
     DEFAULT_TAIL = 64 * 1024
 
-    def __init__(self, io, tail_size: int = DEFAULT_TAIL, parsed: ParsedTail | None = None) -> None:
+    def __init__(
+        self, io, tail_size: int = DEFAULT_TAIL, parsed: ParsedTail | None = None, verify: bool | None = None
+    ) -> None:
+        """``verify``: check the file's checksums (``checksum``) as it is read;
+        None: when the process's checksum mode is ``"verify"``."""
         self.io = io
         self.path = getattr(io, "path", None)
         size = io.size()
         self.file_size = size
+        if verify is None:
+            verify = lchecksum.mode() == "verify"
         if parsed is not None and parsed.file_size == size:
             self._adopt(io, parsed)
+            if verify:
+                self._verify_checksums()
             return
         if size < FOOTER_SIZE:
             raise TruncatedFileError(self.path, f"file is {size} bytes, shorter than the 40-byte footer")
@@ -393,6 +439,36 @@ class ContainerReader:
         self._columns: dict[int, file2_pb2.ColumnMetadata] = {}
         self.parsed = ParsedTail(self)
         self.meta_lock = self.parsed.lock
+        if verify:
+            self._verify_checksums()
+
+    def _verify_checksums(self) -> None:
+        """Check the metadata against the file's checksum table, if it has one,
+        and verify the data region's blocks as they are read."""
+        parsed = self.parsed
+        sums = parsed.sums
+        if sums is _UNREAD:
+            parsed.sums = sums = lchecksum.find_table(self, self._tail, self._tail_start)
+        if isinstance(sums, lchecksum.ChecksumTable):
+            lchecksum.verify_metadata(self, sums, self._tail, self._tail_start)
+            self.io = lchecksum.VerifiedIO(self.io, sums, self.path)
+
+    def verify_file(self) -> int | None:
+        """Check every byte the file's checksums cover, whatever this process
+        verified before: the number of bytes checked, or None when the file has
+        no checksum table.  ChecksumMismatchError names the first damaged part."""
+        table = lchecksum.find_table(self, self._tail, self._tail_start)
+        if table is None:
+            return None
+        lchecksum.verify_metadata(self, table, self._tail, self._tail_start)
+        return lchecksum.VerifiedIO(self.io, table, self.path).verify_all() + self.file_size - table.data_end
+
+    def checksum_table(self) -> lchecksum.ChecksumTable | None:
+        """The file's checksum table (None: the file has none)."""
+        if self.parsed.sums is _UNREAD:
+            self.parsed.sums = lchecksum.find_table(self, self._tail, self._tail_start)
+        sums = self.parsed.sums
+        return sums if isinstance(sums, lchecksum.ChecksumTable) else None
 
     def _adopt(self, io, parsed: ParsedTail) -> None:
         """Take what an earlier reader parsed from the same file's tail."""

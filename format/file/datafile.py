@@ -82,16 +82,23 @@ class FileWriter:
         file_version: str = "2.2",
         page_size: int = DEFAULT_PAGE_SIZE,
         fields: list[lschema.LanceField] | None = None,
+        checksums: bool | None = None,
+        extra_global_buffers: Sequence[bytes] = (),
     ) -> None:
         """``fields`` optionally gives the Lance fields (with their table-wide
-        ids) matching ``schema``; by default ids are assigned from 0."""
+        ids) matching ``schema``; by default ids are assigned from 0.
+        ``checksums``: record CRC32C checksums in the file (``checksum``);
+        None: unless the process's checksum mode is ``"off"``.
+        ``extra_global_buffers``: bytes stored as global buffers 1, 2, ...
+        (a zone map's NULL rows)."""
+        self._extra_buffers = tuple(extra_global_buffers)
         self.version = normalize_version(file_version)
         self.schema = schema
         self.fields = fields if fields is not None else lschema.fields_from_arrow(schema)
         #: the file opened here when ``sink`` is a path (closed here too)
         self._file = _open_for_writing(sink) if isinstance(sink, (str, os.PathLike)) else None
         self._sink: object = sink if self._file is None else self._file
-        self._container = ContainerWriter(self._sink, self.version)
+        self._container = ContainerWriter(self._sink, self.version, checksums)
         #: the distinct values the file's dictionary columns hold so far
         self._dictionaries = DictionaryBudget(self.fields)
         codec = _codec(self.version)
@@ -160,7 +167,7 @@ class FileWriter:
         descriptor.schema.fields.extend(lschema.fields_to_protos(self._file_fields))
         for k, v in (self.schema.metadata or {}).items():
             descriptor.schema.metadata[k.decode()] = v
-        self.size = self._container.finish(descriptor)
+        self.size = self._container.finish(descriptor, self._extra_buffers)
         if self._file is not None:
             self._file.close()
         else:
@@ -368,7 +375,7 @@ class FileReader:
             refs = blob.refs_v1(desc, self.version, self.path, f.name)
         else:
             refs = blob.refs_v2(desc, self.path, f.name, uniq)
-        return blob.open_files(refs, where, self.io, self._open_sidecar)
+        return blob.open_files(refs, where, self._container.io, self._open_sidecar)
 
     def take_arrays(self, indices, columns: Sequence[str | int] | None = None) -> list[pa.Array]:
         """``take`` as one array per chosen column (no table built)."""

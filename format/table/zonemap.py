@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
 
-from ..file.container import ALIGNMENT, FOOTER, FOOTER_SIZE
+from ..file.container import FOOTER, FOOTER_SIZE
 from ..file.datafile import FileReader, FileWriter
 from ..protos import table_pb2
 from .store import ObjectWriter
@@ -309,28 +309,6 @@ def _null_rows_buffer(null_rows: Mapping[int, Iterable[int]]) -> bytes:
     return bytes(out)
 
 
-def _add_global_buffer(data: bytes, buffer: bytes) -> bytes:
-    """Append global buffer 1 to a Lance 2.x file written with only buffer 0.
-
-    The buffer goes after the column metadata and before the offset tables, which
-    move; column metadata keeps its absolute positions."""
-    cm_start, cmo, gbo, ngb, ncols, major, minor, magic = FOOTER.unpack(data[-FOOTER_SIZE:])
-    if ngb != 1:
-        raise ValueError("expected a file with one global buffer")
-    head = bytearray(data[:cmo])
-    cmo_table = data[cmo:gbo]
-    gbo_table = data[gbo : len(data) - FOOTER_SIZE]
-    head += b"\0" * ((-len(head)) % ALIGNMENT)
-    gb1 = len(head)
-    head += buffer
-    new_cmo = len(head)
-    head += cmo_table
-    new_gbo = len(head)
-    head += gbo_table + struct.pack("<QQ", gb1, len(buffer))
-    head += FOOTER.pack(cm_start, new_cmo, new_gbo, 2, ncols, major, minor, magic)
-    return bytes(head)
-
-
 def _details(rows_per_zone: int, value_type: pa.DataType) -> bytes:
     out = bytearray([0x08])
     n = rows_per_zone
@@ -397,12 +375,12 @@ def write_zones(
         metadata={"rows_per_zone": str(zonemap.rows_per_zone), "null_bitmap": "1"},
     )
     table = pa.Table.from_pydict(rows, schema=schema)
-    buf = io.BytesIO()
-    with FileWriter(buf, schema, file_version="2.2") as w:
-        w.write(table)
     # global buffer 1 (schema metadata null_bitmap=1): row addresses holding NULL
     null_rows = {fid: bm for fid, bm in zonemap.null_rows.items() if fid in zonemap.zones}
-    data = _add_global_buffer(buf.getvalue(), _null_rows_buffer(null_rows))
+    buf = io.BytesIO()
+    with FileWriter(buf, schema, file_version="2.2", extra_global_buffers=[_null_rows_buffer(null_rows)]) as w:
+        w.write(table)
+    data = buf.getvalue()
     uid = uuidlib.uuid4()
     path = f"_indices/{uid}/{FILE_NAME}"
     store.put(path, data)

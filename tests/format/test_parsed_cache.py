@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from tessera.format.file import datafile as ffile
+from tessera.format.file.checksum import checksums
 from tessera.format.file.datafile import FileReader, clear_parsed_cache, write_file
 
 
@@ -76,22 +77,27 @@ def test_a_file_changed_in_place_is_parsed_again(tmp_path):
     assert got.column_names == ["bb"] and got.column(0).to_pylist()[:3] == [0, 1, 2]
 
 
-def test_a_file_whose_tail_is_unchanged_keeps_its_parse_and_reads_its_new_data(tmp_path):
-    """Other values with the same layout (only page data changed): the parse is
-    reused, and the rows are read from the file as it is now."""
+@pytest.mark.parametrize("mode", ["off", "verify"])
+def test_a_file_whose_tail_is_unchanged_keeps_its_parse_and_reads_its_new_data(tmp_path, mode):
+    """Other values with the same layout (only page data changed): without
+    checksums (pylance's files) the tails are equal, the parse is reused, and
+    the rows are read from the file as it is now.  With checksums the tail
+    holds the pages' CRCs, so it differs: a new parse, and the new rows."""
     a, b = tmp_path / "a.lance", tmp_path / "b.lance"
     v = np.random.default_rng(1).random(100_000)  # 800 KB of floats: the first ones lie far from the tail
-    write_file(a, pa.table({"v": v}))
     w = v.copy()
     w[:10] = np.arange(10)
-    write_file(b, pa.table({"v": w}))
-    assert a.read_bytes()[-(1 << 16) :] == b.read_bytes()[-(1 << 16) :] and a.read_bytes() != b.read_bytes()
-    first = FileReader(a)
-    assert first.read().column(0).to_numpy()[:2].tolist() == v[:2].tolist()
-    _rewrite_in_place(a, b.read_bytes())
-    again = FileReader(a)
-    assert again._container.parsed is first._container.parsed
-    assert again.read().column(0).to_numpy()[:12].tolist() == w[:12].tolist()
+    with checksums(mode):
+        write_file(a, pa.table({"v": v}))
+        write_file(b, pa.table({"v": w}))
+        same_tail = a.read_bytes()[-(1 << 16) :] == b.read_bytes()[-(1 << 16) :]
+        assert same_tail == (mode == "off") and a.read_bytes() != b.read_bytes()
+        first = FileReader(a)
+        assert first.read().column(0).to_numpy()[:2].tolist() == v[:2].tolist()
+        _rewrite_in_place(a, b.read_bytes())
+        again = FileReader(a)
+        assert (again._container.parsed is first._container.parsed) == same_tail
+        assert again.read().column(0).to_numpy()[:12].tolist() == w[:12].tolist()
 
 
 def test_threads_reading_a_file_they_share_get_every_row(lance, tmp_path):
