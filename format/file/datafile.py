@@ -189,7 +189,9 @@ class FileWriter:
 class FileReader:
     """Reads a Lance data file of any supported version."""
 
-    def __init__(self, source: str | os.PathLike[str] | RangeReader | bytes) -> None:
+    def __init__(self, source: str | os.PathLike[str] | RangeReader | bytes, remember: bool = True) -> None:
+        """``remember``: keep what is parsed of the file's tail for later readers
+        of the same file in this process (an earlier reader's parse is used either way)."""
         self.io = open_reader(source)
         key = _cache_key(self.io)
         parsed = _parsed_for(key, self.io) if key is not None else None
@@ -202,11 +204,7 @@ class FileReader:
             parsed.fields, parsed.schema = _schema_of(self._container.descriptor.schema)
         self.fields, self.schema = parsed.fields, parsed.schema
         self._codec = _codec(self.version)
-        first = 0
-        self._first_columns: list[int] = []
-        for f in self.fields:
-            self._first_columns.append(first)
-            first += self._codec.num_columns(f)
+        self._first_columns, first = _first_columns(self.fields, self.version, self._codec)
         if first != self._container.num_columns:
             from ..errors import CorruptFileError
 
@@ -221,7 +219,7 @@ class FileReader:
         self.open_sidecar: blob.SidecarOpener | None = (
             blob.local_sidecar_opener(self.io.path) if isinstance(self.io, LocalFileReader) else None
         )
-        if key is not None:
+        if key is not None and remember:
             _remember(key, parsed)
 
     @property
@@ -454,6 +452,28 @@ def _schema_of(schema) -> tuple[list, pa.Schema]:
             while len(_SCHEMAS) > _SCHEMAS_MAX:
                 _SCHEMAS.popitem(last=False)
     return hit
+
+
+#: each field's first column and the column count, by (id(fields), version):
+#: the fields of files of one schema are one list (``_schema_of``), so files
+#: written alike walk their fields once (the list is held in the value)
+_FIRST_COLUMNS: dict[tuple[int, str], tuple[list, list[int], int]] = {}
+
+
+def _first_columns(fields: list, version: str, codec: ModuleType) -> tuple[list[int], int]:
+    key = (id(fields), version)
+    hit = _FIRST_COLUMNS.get(key)
+    if hit is None or hit[0] is not fields:
+        firsts, first = [], 0
+        for f in fields:
+            firsts.append(first)
+            first += codec.num_columns(f)
+        hit = (fields, firsts, first)
+        with _PARSED_LOCK:
+            if len(_FIRST_COLUMNS) >= _SCHEMAS_MAX:
+                _FIRST_COLUMNS.clear()
+            _FIRST_COLUMNS[key] = hit
+    return hit[1], hit[2]
 
 
 def _cache_key(io: object) -> tuple | None:

@@ -442,6 +442,10 @@ class FragmentReader:
     file_cache: FileReaderCache | None = None
     #: guards ``stats`` when several readers of one scan count into it from worker threads
     stats_lock: threading.Lock | None = None
+    #: keep what is parsed of the data files' tails in the process's cache (False for
+    #: files read once: a compaction's sources, about to be replaced, would only hold
+    #: memory and slow the garbage collector, which walks every object they keep)
+    remember_tails: bool = True
 
     #: readers of other fields of the same fragment (see :meth:`subset`), by field ids
     _subsets: dict = field(default_factory=dict)
@@ -461,6 +465,7 @@ class FragmentReader:
                 stats=self.stats,
                 file_cache=self.file_cache,
                 stats_lock=self.stats_lock,
+                remember_tails=self.remember_tails,
             )
         return sub
 
@@ -528,7 +533,7 @@ class FragmentReader:
                     io = open_data_file(self.store, path, df.file_size_bytes)
                     if self.stats is not None:
                         io = _CountingReader(io, self.stats, self.stats_lock)
-                    r = FileReader(io)
+                    r = FileReader(io, remember=self.remember_tails)
             except InvalidPathError as exc:  # e.g. a name too long for the file system
                 raise CorruptFileError(
                     self.store.uri, f"fragment {self.fragment.id}: DataFile.path {df.path!r} cannot name a file: {exc}"

@@ -102,7 +102,7 @@ class LiveRows:
 
     def _fragment(self, frag: table_pb2.DataFragment) -> Iterator[Columns]:
         t = self.layout
-        reader = FragmentReader(t.store, frag, t.fields)
+        reader = FragmentReader(t.store, frag, t.fields, remember_tails=False)
         try:
             extras = self._extras(frag)
             for start in range(0, frag.physical_rows, READ_BATCH):
@@ -121,7 +121,8 @@ class LiveRows:
             yield from self._fragment(frags[0])
             return
         t = self.layout
-        readers = [FragmentReader(t.store, f, t.fields) for f in frags]
+        # the sources are read once and replaced: their parsed tails are not kept
+        readers = [FragmentReader(t.store, f, t.fields, remember_tails=False) for f in frags]
         try:
             live = whole_reads.live_mask(readers)
             extras = [self._extras(f) for f in frags]

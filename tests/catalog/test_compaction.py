@@ -244,3 +244,31 @@ def test_compaction_tells_its_progress(tmp_path):
     assert calls[0] == ("rewriting fragments", 0, 8) and calls[-1] == ("rewriting fragments", 8, 8)
     done = [d for _, d, _ in calls]
     assert done == sorted(done)
+
+
+@pytest.mark.parametrize("per_file", [40, 30_000])  # small fragments read together, and one at a time
+def test_compaction_keeps_no_parsed_tail_of_its_sources(tmp_path, per_file):
+    """A compaction reads each source file once, and the files are replaced:
+    their parsed tails are not kept in the process's cache (at 5,000 small
+    fragments, keeping them doubled a compaction's time, most of it the
+    garbage collector walking what they hold).  A scan keeps them."""
+    from tessera.format.file import datafile
+
+    n = 60_000 if per_file > 1000 else 400
+    t = Table.create(
+        str(tmp_path / "t"), pa.table({"k": np.arange(n), "v": np.arange(n) * 0.5}), max_rows_per_file=per_file
+    )
+    sources = {f.files[0].path for f in t.fragments}
+    assert len(sources) > 1
+
+    def cached() -> set[str]:
+        return {name for name in sources for key in datafile._PARSED if str(key[1]).endswith(name)}
+
+    datafile.clear_parsed_cache()
+    t.compact()
+    assert len(t.fragments) == 1
+    assert cached() == set()
+    assert t.to_arrow().column("k").to_pylist() == list(range(n))
+    datafile.clear_parsed_cache()
+    Table.open(t.uri).checkout(1).to_arrow()  # a scan of the old version: its files' tails are kept
+    assert cached() == sources

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tessera.catalog import Table
+from tessera.format.file.checksum import BLOCK_SIZE
 
 pytestmark = pytest.mark.spark
 
@@ -107,7 +108,11 @@ def test_a_one_percent_key_range_reads_two_fragments(spark, pushdown_probe, sort
 
     rows, stats = pruned_read("pruned")
     assert stats["fragments"] <= 2 and stats["rows"] < ROWS // 50, stats
-    assert stats["bytes_read"] <= 0.03 * full["bytes_read"], (stats, full)
+    # 3% of the table, plus what verifying checksums adds: a read that starts or ends inside a 64 KiB
+    # block not yet verified by this worker fetches the whole block (at most two per column read)
+    widening = 2 * len(data.column_names) * BLOCK_SIZE * stats["fragments"]
+    assert stats["bytes_read"] <= 0.03 * full["bytes_read"] + widening, (stats, full)
+    assert stats["bytes_read"] <= 0.1 * full["bytes_read"], (stats, full)
 
     # the answer is the unpruned one: the rows written, and Spark filtering a plain read itself
     want = data.filter((pc.field("key") >= lo) & (pc.field("key") < hi))

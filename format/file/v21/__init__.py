@@ -22,13 +22,19 @@ def num_columns(field: LanceField) -> int:
 
 
 def __getattr__(name: str):
-    # The encoder and decoder are separate modules; import them on first use.
+    # The encoder and decoder are separate modules; import them on first use,
+    # then keep them as this module's attributes (asked once per file read:
+    # this function is not called again)
+    found: object
     if name == "FieldEncoder":
-        from .write.encoder import FieldEncoder
+        from .write import encoder
 
-        return FieldEncoder
-    if name == "FieldDecoder":
-        from .read.decoder import FieldDecoder
+        found = encoder.FieldEncoder
+    elif name == "FieldDecoder":
+        from .read import decoder
 
-        return FieldDecoder
-    raise AttributeError(name)
+        found = decoder.FieldDecoder
+    else:
+        raise AttributeError(name)
+    globals()[name] = found
+    return found

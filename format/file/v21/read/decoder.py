@@ -79,6 +79,34 @@ class _Leaf:
         #: first row of each page, then the row count (set with ``pages``)
         self.row_starts: np.ndarray | None = None
 
+    def fresh(self) -> _Leaf:
+        """A leaf like this one, for another file (no pages loaded)."""
+        leaf = _Leaf.__new__(_Leaf)
+        leaf.__dict__.update(self.__dict__)
+        leaf.pages = leaf.row_starts = None
+        return leaf
+
+
+#: a top-level field's leaves as first built, by (id(field), first column), the
+#: field held in the value: files of one schema share their field objects (the
+#: process's parsed schemas), so each file's leaves are copies, not rebuilt
+_LEAF_PROTOS: dict[tuple[int, int], tuple[LanceField, tuple[_Leaf, ...]]] = {}
+_LEAF_PROTOS_MAX = 4096
+
+
+def _new_leaves(field: LanceField, first_column: int) -> tuple[_Leaf, ...]:
+    key = (id(field), first_column)
+    hit = _LEAF_PROTOS.get(key)
+    if hit is None or hit[0] is not field:
+        protos = tuple(
+            _Leaf(leaf, first_column + i, kinds) for i, (leaf, kinds) in enumerate(_leaves_with_kinds(field, []))
+        )
+        hit = (field, protos)
+        if len(_LEAF_PROTOS) >= _LEAF_PROTOS_MAX:
+            _LEAF_PROTOS.clear()
+        _LEAF_PROTOS[key] = hit
+    return tuple(p.fresh() for p in hit[1])
+
 
 def _leaves_with_kinds(field: LanceField, outer: list[str]):
     """(leaf, layer kinds inner to outer) for every leaf under ``field`` (a
@@ -146,9 +174,7 @@ class FieldDecoder:
         if hit is not None and hit[0] is field:
             self.leaves = hit[1]
         else:
-            self.leaves = tuple(  # a tuple: it stays in the parsed-tail cache, less work for the collector
-                _Leaf(leaf, first_column + i, kinds) for i, (leaf, kinds) in enumerate(_leaves_with_kinds(field, []))
-            )
+            self.leaves = _new_leaves(field, first_column)  # a tuple: it stays in the parsed-tail cache
             if shared is not None:
                 shared.leaves[key] = (field, self.leaves)
         self._types: dict[int, pa.DataType] = {}

@@ -10,7 +10,7 @@ from ....errors import CorruptFileError
 from ... import dictionary as ldict
 from . import compressive as cz
 from . import levels as lv
-from .page import PageBase, Piece, joined_buffers
+from .page import PageBase, Piece, joined_buffers, layer_info
 from .repdef import Structure
 from .values import Fixed, as_u8, to_arrow, uint_at
 
@@ -43,30 +43,72 @@ def _join_key(msg) -> bytes:
     return key
 
 
+#: what a layout message says of every mini-block page that has it, by
+#: (id(message), id(structure)) (both held in the value): pages written alike
+#: share their message (the process's parsed layouts), so the fields of a
+#: file of small pages are read off the message and checked once, not per page
+_STATIC: dict[tuple[int, int], tuple[object, object, dict]] = {}
+_STATIC_MAX = 4096
+
+
+def _static(msg, st: Structure, where: str) -> dict:
+    """The attributes of a mini-block page that its layout message decides."""
+    key = (id(msg), id(st))
+    hit = _STATIC.get(key)
+    if hit is not None and hit[0] is msg and hit[1] is st:
+        return hit[2]
+    _, _, layers, lut, max_visible, max_rep = layer_info(msg, st, where)
+    has_rep = msg.HasField("rep_compression")
+    if has_rep != (max_rep > 0):
+        raise CorruptFileError(None, f"{where}: repetition levels do not match the page's list layers")
+    if not msg.HasField("value_compression"):
+        raise CorruptFileError(None, f"{where}: mini-block page without a value encoding")
+    if int(msg.num_buffers) < 1:
+        raise CorruptFileError(None, f"{where}: mini-block chunks without value buffers")
+    has_dict, depth = msg.HasField("dictionary"), int(msg.repetition_index_depth)
+    attrs = {
+        "msg": msg,
+        "layers": layers,
+        "lut": lut,
+        "max_visible": max_visible,
+        "max_rep": max_rep,
+        "has_rep": has_rep,
+        "has_def": msg.HasField("def_compression"),
+        "large": bool(msg.has_large_chunk),
+        "num_buffers": int(msg.num_buffers),
+        "num_items": int(msg.num_items),
+        "depth": depth,
+        "has_dict": has_dict,
+        #: pages with equal keys decode together (:func:`joinable`)
+        "join_key": _join_key(msg),
+        "_want_buffers": 2 + int(has_dict) + int(depth > 0),
+    }
+    if len(_STATIC) >= _STATIC_MAX:
+        _STATIC.clear()
+    _STATIC[key] = (msg, st, attrs)
+    return attrs
+
+
 class MiniBlockPage(PageBase):
+    # set from the layout message (:func:`_static`)
+    has_rep: bool
+    has_def: bool
+    large: bool
+    num_buffers: int
+    num_items: int
+    depth: int
+    has_dict: bool
+    join_key: bytes
+
     def __init__(
         self, page, msg, st: Structure, t: pa.DataType, where: str, out_type: pa.DataType | None = None
     ) -> None:
         super().__init__(page, st, t, where, out_type)
-        self._init_layers(msg)
-        self.has_rep = msg.HasField("rep_compression")
-        self.has_def = msg.HasField("def_compression")
-        if self.has_rep != (self.max_rep > 0):
-            raise CorruptFileError(None, f"{where}: repetition levels do not match the page's list layers")
-        if not msg.HasField("value_compression"):
-            raise CorruptFileError(None, f"{where}: mini-block page without a value encoding")
-        self.large = bool(msg.has_large_chunk)
-        self.num_buffers = int(msg.num_buffers)
-        self.num_items = int(msg.num_items)
-        self.depth = int(msg.repetition_index_depth)
-        self.has_dict = msg.HasField("dictionary")
-        #: pages with equal keys decode together (:func:`joinable`)
-        self.join_key = _join_key(msg)
-        want = 2 + int(self.has_dict) + int(self.depth > 0)
+        attrs = _static(msg, st, where)
+        self.__dict__.update(attrs)
+        want = attrs["_want_buffers"]
         if len(self.buffers) != want:
             raise CorruptFileError(None, f"{where}: mini-block page has {len(self.buffers)} buffers, expected {want}")
-        if self.num_buffers < 1:
-            raise CorruptFileError(None, f"{where}: mini-block chunks without value buffers")
 
     def meta_ranges(self):
         r = [self.buffers[0]]
@@ -145,6 +187,8 @@ class MiniBlockPage(PageBase):
 
     def _chunk_range(self, a: int, b: int) -> tuple[int, int]:
         n = self.counts.size
+        if n == 1 and b > 0:  # one chunk (a small page): what the searches below find
+            return 0, 0
         if not self.has_rep:
             c0 = int(np.searchsorted(self.item_start, a, side="right")) - 1
             c1 = int(np.searchsorted(self.item_start, b, side="left")) - 1

@@ -42,6 +42,32 @@ from .values import as_u8
 TakePlan = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
+#: what a layout message's rep/def layers mean for a leaf's structure, by
+#: (id(message), id(structure)): the messages are shared by every page written
+#: alike (the process's parsed layouts), so a file of small pages checks and
+#: maps its layers once, not per page (the message and structure are held
+#: in the value: an id is never taken for another object's)
+_LAYER_INFO: dict[tuple[int, int], tuple] = {}
+_LAYER_INFO_MAX = 4096
+
+
+def layer_info(msg, st: Structure, where: str) -> tuple:
+    """``(msg, st, layers, lut, max_visible, max_rep)`` of a page whose layout
+    message is ``msg`` in a leaf of structure ``st`` (checked: CorruptFileError)."""
+    key = (id(msg), id(st))
+    hit = _LAYER_INFO.get(key)
+    if hit is not None and hit[0] is msg and hit[1] is st:
+        return hit
+    layers = tuple(check_layers(msg.layers, where))
+    lut = st.page_lut(layers, where)
+    lut.flags.writeable = False  # shared by every page with this layout
+    hit = (msg, st, layers, lut, page_max_visible(layers), sum(1 for lay in layers if lay in LIST_LAYERS))
+    if len(_LAYER_INFO) >= _LAYER_INFO_MAX:
+        _LAYER_INFO.clear()
+    _LAYER_INFO[key] = hit
+    return hit
+
+
 @dataclass
 class Piece:
     rep: np.ndarray | None
@@ -86,10 +112,7 @@ class PageBase:
     def _init_layers(self, msg) -> None:
         """The page's layout message and its rep/def layers (mini-block and full-zip pages)."""
         self.msg = msg
-        self.layers = tuple(check_layers(msg.layers, self.where))
-        self.lut = self.st.page_lut(self.layers, self.where)
-        self.max_visible = page_max_visible(self.layers)
-        self.max_rep = sum(1 for lay in self.layers if lay in LIST_LAYERS)
+        _, _, self.layers, self.lut, self.max_visible, self.max_rep = layer_info(msg, self.st, self.where)
 
     def _finish(self, rep, page_defs, values: pa.Array, num_rows: int, num_levels: int) -> Piece:
         defs = canonical_defs(page_defs, self.lut, self.where)
