@@ -259,8 +259,14 @@ class VerifiedIO:
     """A range reader over a data file's reader that verifies every block of
     the data region the first time this process reads a byte of it."""
 
-    #: callers that would slice the whole mapped file take ``read_joined`` instead
-    whole_buffer = None
+    def whole_buffer(self) -> pa.Buffer | None:
+        """The whole file in place (mapped or in memory) once every block is
+        verified; None before, so callers that would slice it take
+        ``read_joined`` instead, which verifies the blocks of their ranges."""
+        if self._table.remaining:
+            return None
+        whole = getattr(self._inner, "whole_buffer", None)
+        return whole() if whole is not None else None
 
     def __init__(self, inner: object, table: ChecksumTable, path: str | None) -> None:
         self._inner, self._table, self.path = inner, table, path
