@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
-from .errors import InvalidURIError
+from .errors import BucketNotFoundError, InvalidURIError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -23,6 +23,12 @@ class BucketKeysAndPool:
     bucket: str
     prefix: str
     uri: str
+    endpoint_url: str
+
+    def _no_bucket(self) -> BucketNotFoundError:
+        return BucketNotFoundError(
+            f"bucket {self.bucket!r} does not exist at {self.endpoint_url}; create it or fix the table URI"
+        )
 
     def _init_pool(self, max_concurrency: int, thread_name_prefix: str) -> None:
         self.max_concurrency = max(1, max_concurrency)

@@ -49,7 +49,6 @@ from .cloud_options import GCSOptions
 from .errors import (
     AlreadyExistsError,
     AmbiguousStoreError,
-    BucketNotFoundError,
     InvalidStorageOptionError,
     InvalidURIError,
     ObjectChangedError,
@@ -188,11 +187,6 @@ class GCSObjectStore(CloudObjectStore):
             cls = AmbiguousStoreError if write else StoreUnavailableError
             return cls(f"lost the response while trying to {what} {where}: {exc}")
         return StoreUnavailableError(f"cannot {what} {where}: {exc}")
-
-    def _no_bucket(self) -> BucketNotFoundError:
-        return BucketNotFoundError(
-            f"bucket {self.bucket!r} does not exist at {self.endpoint_url}; create it or fix the table URI"
-        )
 
     def _missing(self, key: str) -> StoreError:
         """A 404 names a missing bucket as well as a missing object: tell the two apart."""

@@ -65,7 +65,6 @@ from .bucket import BucketKeysAndPool
 from .errors import (
     AlreadyExistsError,
     AmbiguousStoreError,
-    BucketNotFoundError,
     ConditionalWriteUnsupportedError,
     InvalidStorageOptionError,
     InvalidURIError,
@@ -236,11 +235,6 @@ class S3ObjectStore(BucketKeysAndPool):
             cls = AmbiguousStoreError if write else StoreUnavailableError
             return cls(f"lost the response while trying to {what} {where}: {exc}")
         return StoreUnavailableError(f"cannot {what} {where}: {exc}")
-
-    def _no_bucket(self) -> BucketNotFoundError:
-        return BucketNotFoundError(
-            f"bucket {self.bucket!r} does not exist at {self.endpoint_url}; create it or fix the table URI"
-        )
 
     def _missing(self, key: str) -> StoreError:
         """HEAD gives a bare 404 for a missing bucket too: tell the two apart."""
