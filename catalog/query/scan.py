@@ -13,6 +13,7 @@ from tessera.format.errors import CorruptFileError
 from tessera.format.file import schema as lschema
 from tessera.format.protos import table_pb2
 from tessera.format.table import whole_reads
+from tessera.format.table.file_cache import FileReaderCache, counting
 from tessera.format.table.fragments import FragmentReader, one_array
 from tessera.stores.object_store import ObjectStore
 
@@ -162,7 +163,10 @@ class Scan:
         with_row_address: bool = False,
         with_row_id: bool = False,
         readahead: int | None = None,
+        file_cache: FileReaderCache | None = None,
     ) -> None:
+        """``file_cache``: the table object's open readers, used when the scan's
+        files fit in it (a scan of more files would only cycle through it)."""
         if limit is not None and limit < 0 or offset is not None and offset < 0:
             raise InvalidArgumentError("limit and offset must be non-negative")
         if batch_size <= 0:
@@ -221,6 +225,9 @@ class Scan:
         #: what the scan touched: fragments opened and bytes read from data files
         self.stats = {"fragments": 0, "bytes_read": 0, "reads": 0}
         self._stats_lock = threading.Lock()
+        if file_cache is not None and sum(len(f.files) for f in self.fragments) > file_cache.max_files:
+            file_cache = None
+        self.file_cache = file_cache
         #: fragments read at once on a remote store (worker threads; 1: none)
         self.readahead = readahead if readahead is not None else DEFAULT_READAHEAD
         #: statistics-based pruning: fragment -> the physical row ranges that can
@@ -303,21 +310,19 @@ class Scan:
         decoded together, the filter evaluated once."""
         with self._stats_lock:
             self.stats["fragments"] += len(frags)
-        readers = [
-            FragmentReader(self.store, f, self.read_fields, stats=self.stats, stats_lock=self._stats_lock)
-            for f in frags
-        ]
+        readers = [self._reader(f) for f in frags]
         try:
-            starts = whole_reads.fragment_offsets(readers)
-            live = whole_reads.live_mask(readers)
-            if self._late is not None:
-                got = self._group_late(readers, starts, live)
-            else:
-                got = self._group_then_filter(readers, live, lambda: self._group_specials(frags, readers, True))
-            if got is None:
-                return None
-            batch, kept = got
-            return self._output(batch, kept, int(starts[-1]), lambda: self._group_specials(frags, readers))
+            with counting(self.stats, self._stats_lock):
+                starts = whole_reads.fragment_offsets(readers)
+                live = whole_reads.live_mask(readers)
+                if self._late is not None:
+                    got = self._group_late(readers, starts, live)
+                else:
+                    got = self._group_then_filter(readers, live, lambda: self._group_specials(frags, readers, True))
+                if got is None:
+                    return None
+                batch, kept = got
+                return self._output(batch, kept, int(starts[-1]), lambda: self._group_specials(frags, readers))
         finally:
             for r in readers:
                 r.close()
@@ -391,13 +396,14 @@ class Scan:
                 self.stats["pruned_fragments"] = self.stats.get("pruned_fragments", 0) + 1
                 return
             self.stats["fragments"] += 1
-        reader = FragmentReader(self.store, frag, self.read_fields, stats=self.stats, stats_lock=self._stats_lock)
+        reader = self._reader(frag)
         try:
             if not frag.physical_rows or not self.read_fields:
                 # no file would be opened (no rows, or no columns to read):
                 # check the files agree, or a wrong physical_rows silently
                 # hides rows or makes up 2**40 of them
-                reader.check_physical_rows()
+                with counting(self.stats, self._stats_lock):
+                    reader.check_physical_rows()
             budget = REMOTE_READ_BUDGET_BYTES if self.store.remote else READ_BUDGET_BYTES
             unit = max(self.batch_size, READ_UNIT_ROWS, budget // self._row_bytes(frag))
             for a, b in ranges:
@@ -405,11 +411,22 @@ class Scan:
                 for start in range(a, b, step):
                     if stop_flag is not None and stop_flag.is_set():
                         return
-                    read = self._batch(reader, frag, start, min(start + step, b))
+                    with counting(self.stats, self._stats_lock):
+                        read = self._batch(reader, frag, start, min(start + step, b))
                     if read is not None and read.num_rows:
                         yield read
         finally:
             reader.close()
+
+    def _reader(self, frag) -> FragmentReader:
+        return FragmentReader(
+            self.store,
+            frag,
+            self.read_fields,
+            stats=self.stats,
+            stats_lock=self._stats_lock,
+            file_cache=self.file_cache,
+        )
 
     def _row_bytes(self, frag) -> int:
         """An estimate of one row's decoded bytes in the fields this scan reads

@@ -97,6 +97,7 @@ def _scanned_matches(
         where,
         batch_size=MATCH_BATCH,
         with_row_address=True,
+        file_cache=table.files,
     )
     if where is not None:
         from ..query.pruning import pruner

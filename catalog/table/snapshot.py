@@ -17,6 +17,7 @@ from tessera.commit import CommitHandler
 from tessera.format.file import schema as lschema
 from tessera.format.protos import table_pb2
 from tessera.format.table import manifest as mf
+from tessera.format.table.file_cache import FileReaderCache
 from tessera.format.table.fragments import DEFAULT_MAX_ROWS_PER_FILE
 from tessera.stores.object_store import ObjectStore
 
@@ -30,6 +31,9 @@ class TableSnapshot:
     mfile: mf.ManifestFile
     handler: CommitHandler
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
+    #: the open data file readers of the table object this snapshot belongs to (kept across its
+    #: versions: data files never change), used by its scans, takes and mutations; None: none kept
+    files: FileReaderCache | None = field(default=None, repr=False)
     #: the version's fields (Lance's schema; do not change the list) and its Arrow schema
     fields: list[lschema.LanceField] = field(init=False, repr=False)
     schema: pa.Schema = field(init=False, repr=False)

@@ -36,7 +36,8 @@ from tessera.commit.errors import TableNotFoundError
 from tessera.format.file.container import normalize_version
 from tessera.format.protos import table_pb2
 from tessera.format.table import manifest as mf
-from tessera.format.table.fragments import DEFAULT_MAX_ROWS_PER_FILE, file_reader_cache
+from tessera.format.table.file_cache import FileReaderCache
+from tessera.format.table.fragments import DEFAULT_MAX_ROWS_PER_FILE
 from tessera.stores.local import check_durability
 from tessera.stores.object_store import ObjectStore
 from tessera.stores.registry import open_object_store
@@ -96,7 +97,8 @@ class Table:
         handler: CommitHandler | None = None,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     ) -> None:
-        self._snap = TableSnapshot(store, mfile, handler or NativeCommitHandler(), max_rows_per_file)
+        handler = handler or NativeCommitHandler()
+        self._snap = TableSnapshot(store, mfile, handler, max_rows_per_file, files=FileReaderCache(store))
 
     # -- construction -------------------------------------------------------------------
 
@@ -322,9 +324,8 @@ class Table:
         """Release the connections of this table's manifest store (if any)
         and the data files its takes keep open."""
         self._handler.close()
-        cache = self.__dict__.pop("_file_reader_cache", None)
-        if cache is not None:
-            cache.close()
+        if self._snap.files is not None:
+            self._snap.files.close()
 
     # -- committing ----------------------------------------------------------------------
 
@@ -586,6 +587,7 @@ class Table:
             with_row_address,
             with_row_id,
             readahead,
+            file_cache=snap.files,
         )
         if filter is not None:
             from ..query.pruning import pruner  # the predicate machinery: imported with the first filter
@@ -675,7 +677,7 @@ class Table:
         self, indices: Sequence[int], columns: Sequence[str] | None = None, *, with_row_address: bool = False
     ) -> pa.Table:
         """Rows by position among the live rows (0 .. count_rows()-1)."""
-        return takes.take(self._snap, file_reader_cache(self), indices, columns, with_row_address=with_row_address)
+        return takes.take(self._snap, self._snap.files, indices, columns, with_row_address=with_row_address)
 
     def take_blobs(
         self,
@@ -697,7 +699,7 @@ class Table:
             NotABlobColumnError: ``column`` is not a blob column.
             UnsupportedEncodingError: a value is an external blob (outside the table).
         """
-        return takes.take_blobs(self._snap, self.row_id_index, file_reader_cache(self), column, indices, ids, addresses)
+        return takes.take_blobs(self._snap, self.row_id_index, self._snap.files, column, indices, ids, addresses)
 
     def row_id_index(self) -> RowIdIndex:
         """This version's row id -> row address index (built on first use, cached)."""
@@ -713,9 +715,7 @@ class Table:
         """Rows by ``_rowid`` (the stable id; the row address without stable
         row ids), in the order given; ids not live are skipped (or raise with
         ``on_missing="raise"``)."""
-        return takes.take_rows(
-            self._snap, self.row_id_index, file_reader_cache(self), row_ids, columns, on_missing=on_missing
-        )
+        return takes.take_rows(self._snap, self.row_id_index, self._snap.files, row_ids, columns, on_missing=on_missing)
 
     # -- history and maintenance ---------------------------------------------------------
 

@@ -25,7 +25,7 @@ from .snapshot import TableSnapshot
 
 def take(
     table: TableSnapshot,
-    cache: FileReaderCache,
+    cache: FileReaderCache | None,
     indices: Sequence[int],
     columns: Sequence[str] | None = None,
     *,
@@ -81,7 +81,7 @@ def take(
 def take_blobs(
     table: TableSnapshot,
     index: Callable[[], RowIdIndex],
-    cache: FileReaderCache,
+    cache: FileReaderCache | None,
     column: str,
     indices: Sequence[int] | None = None,
     ids: Sequence[int] | None = None,
@@ -149,7 +149,7 @@ def resolve(table: TableSnapshot, index: Callable[[], RowIdIndex], row_ids) -> t
 def take_rows(
     table: TableSnapshot,
     index: Callable[[], RowIdIndex],
-    cache: FileReaderCache,
+    cache: FileReaderCache | None,
     row_ids,
     columns=None,
     *,

@@ -28,7 +28,7 @@ from . import blob, blob_write, utf8
 from . import schema as lschema
 from .container import ContainerReader, ContainerWriter, ParsedTail, column_encoding_bytes, normalize_version
 from .dictionary import DictionaryBudget
-from .io import LocalFileReader, RangeReader, open_reader
+from .io import LocalFileReader, RangeReader, carried, open_reader
 
 DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
 
@@ -308,7 +308,7 @@ class FileReader:
             if len(idx) > 1 and stop - start >= _PARALLEL_FIELD_ROWS and self.version != "2.0":
                 for i in idx:  # page metadata first, one field at a time (decoders load it lazily)
                     self._decoder(i)
-                per_field = list(_field_pool().map(read, idx))  # numpy and Arrow release the GIL
+                per_field = list(_field_pool().map(carried(read), idx))  # numpy and Arrow release the GIL
             else:
                 per_field = [read(i) for i in idx]
         for i, chunks in zip(idx, per_field):

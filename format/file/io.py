@@ -16,8 +16,9 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 import pyarrow as pa
 
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 from ..errors import ClosedFileError, FileAccessError, MissingFileError, TruncatedFileError
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 Range = tuple[int, int]  # (offset, length)
 
@@ -61,6 +65,41 @@ class _BaseReader:
                 )
 
 
+#: per thread: the statistics (dict, lock) reads on it are counted into (see counting_into)
+_counted = threading.local()
+
+
+def counted_into() -> tuple[dict, threading.Lock] | None:
+    """The statistics reads on this thread are counted into (None: none)."""
+    return getattr(_counted, "target", None)
+
+
+@contextmanager
+def counting_into(stats: dict, lock: threading.Lock) -> Iterator[None]:
+    """Name ``stats`` (``bytes_read``, ``reads``) as where the counting readers
+    read on this thread while the block runs (and on the threads a reader hands
+    its work to: :func:`carried`) count what they read."""
+    before = counted_into()
+    _counted.target = (stats, lock)
+    try:
+        yield
+    finally:
+        _counted.target = before
+
+
+def carried(fn: Callable[[T], R]) -> Callable[[T], R]:
+    """``fn`` for a worker thread: it counts into what this thread counts into."""
+    target = counted_into()
+    if target is None:
+        return fn
+
+    def run(arg: T) -> R:
+        with counting_into(*target):
+            return fn(arg)
+
+    return run
+
+
 class LocalFileReader(_BaseReader):
     """A local file: small reads use ``pread``, large ones a memory map.
 
@@ -93,13 +132,14 @@ class LocalFileReader(_BaseReader):
             os.close(self._fd)
             self._fd = None
             raise
-        self._mm: pa.MemoryMappedFile | None = None
         self._whole: pa.Buffer | None = None
         self._lock = threading.Lock()
         #: reads using the descriptor right now, and a descriptor to close when they end:
         #: it is never closed under a read (its number could name another file by then)
         self._users = 0
         self._retired: int | None = None
+        #: the descriptor was given back (release_descriptor), not closed: reads map the file
+        self._released = False
         if not hasattr(os, "pread"):  # no positional reads here: map at once
             self.map()
 
@@ -118,14 +158,19 @@ class LocalFileReader(_BaseReader):
         if self._whole is None and self._size:
             with self._lock:
                 if self._whole is None:
-                    if self._fd is None and self._mm is None:
+                    if self._fd is None and not self._released:
                         raise ClosedFileError(f"{self.path}: read of a closed file")
                     try:
-                        self._mm = mm = pa.memory_map(self.path, "r")
+                        mm = pa.memory_map(self.path, "r")
                     except OSError as exc:  # replaced or removed since it was opened
                         raise FileAccessError(exc.errno or errno.EIO, f"cannot map {self.path!r}: {exc}") from exc
-                    self._whole = mm.read_buffer(self._size)
-                    if self._fd is not None:  # the mapping serves every read now: one descriptor, not two
+                    try:
+                        self._whole = mm.read_buffer(self._size)
+                    finally:
+                        # the mapping lives as long as a buffer of it does; the file's descriptor
+                        # (Arrow keeps one open while the file object is) is not needed by it
+                        mm.close()
+                    if self._fd is not None:  # the mapping serves every read now: no descriptor
                         self._retire_fd()
         return self._whole
 
@@ -196,6 +241,14 @@ class LocalFileReader(_BaseReader):
         """The whole file as one zero-copy buffer if it is mapped, else None."""
         return self._whole
 
+    def release_descriptor(self) -> None:
+        """Give the file descriptor back (at once, or when the reads using it
+        end): later reads map the file."""
+        with self._lock:
+            if self._fd is not None:
+                self._retire_fd()
+                self._released = True
+
     def _use_fd(self) -> int | None:
         with self._lock:
             if self._fd is not None:
@@ -220,12 +273,10 @@ class LocalFileReader(_BaseReader):
 
     def close(self) -> None:
         with self._lock:
+            self._released = False
             if self._fd is not None:
                 self._retire_fd()
-            if self._mm is not None:
-                self._whole = None
-                self._mm.close()
-                self._mm = None
+            self._whole = None  # unmapped once no buffer of it is in use
 
     def __del__(self) -> None:
         fd = getattr(self, "_fd", None)

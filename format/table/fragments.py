@@ -10,14 +10,13 @@ is anything with the methods of :class:`.store.TableStore`.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CorruptFileError, FormatError, InvalidPathError, UnsupportedEncodingError
+from ..errors import CorruptFileError, InvalidPathError, UnsupportedEncodingError
 from ..file import dictionary as ldictionary
 from ..file import schema as lschema
 from ..file.container import DATAFILE_VERSIONS
@@ -27,6 +26,7 @@ from ..protos import table_pb2
 from . import deletion as ldeletion
 from . import evolved, paths
 from . import manifest as lmanifest
+from .file_cache import CountingReader, FileReaderCache, open_data_file
 from .rowids import CREATED_AT_FIELDS, LAST_UPDATED_AT_FIELDS, decode_row_ids, read_versions
 from .store import OutputStream, TableStore
 from .write_types import check_write_schema, conform_batch
@@ -271,20 +271,6 @@ def data_file_path(store: TableStore, frag: table_pb2.DataFragment, df: table_pb
     return df.path
 
 
-def open_data_file(store: TableStore, name: str, size: int = 0) -> RangeReader:
-    """A reader of data file ``name`` (a ``DataFile.path``, relative to
-    ``data/``) of ``size`` bytes when known (``DataFile.file_size_bytes``; 0:
-    unknown); :class:`InvalidPathError` when the store cannot name it."""
-    try:
-        if size > 0:
-            return store.open_reader(paths.data_path(name), size=size)
-        return store.open_reader(paths.data_path(name))
-    except FormatError:
-        raise
-    except ValueError as exc:  # the stores' InvalidURIError: e.g. a name too long for the file system
-        raise InvalidPathError(str(exc)) from exc
-
-
 def sidecar_opener(store: TableStore, name: str):
     """Opens the blob v2 sidecar files of data file ``name`` (relative to
     ``data/``), through the table's store: ``data/<stem>/<sidecar>``."""
@@ -330,97 +316,6 @@ def take_blobs(
         finally:
             reader.close()
     return out
-
-
-class FileReaderCache:
-    """Open data file readers shared by the reads of one table.
-
-    Lance data files are immutable, so a file opened once - its footer,
-    schema, page layouts and mini-block chunk tables parsed - can serve every
-    later read of the same table object.  A reader dropped from the cache is
-    not closed here but released when nothing uses it any more, so a read
-    running in another thread is never cut short.
-
-    Two budgets.  At most ``max_files`` readers stay (least recently used
-    first out): enough that takes cycling over a table's fragments find them
-    all (a cache smaller than the files a take touches would miss on every
-    one of them, an LRU's worst case).  And at most ``max_descriptors`` of
-    them hold a file descriptor: a local file read again is mapped, and a
-    mapping needs no descriptor; past the budget the reader waiting longest
-    with one is mapped too.  A process with a dozen busy tables stays well
-    under the common descriptor limit of 1024, and its mappings under the
-    kernel's 65,530.
-    """
-
-    def __init__(self, store: TableStore, max_files: int = 2048, max_descriptors: int = 64) -> None:
-        self.store = store
-        self.max_files = max_files
-        self.max_descriptors = max_descriptors
-        self._readers: OrderedDict[str, FileReader] = OrderedDict()
-        #: the cached readers that may still hold a descriptor (not yet mapped)
-        self._unmapped: OrderedDict[str, FileReader] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, path: str, size: int = 0) -> FileReader:
-        """The reader of data file ``path`` (relative to the data folder) of
-        ``size`` bytes when known (a manifest's ``file_size_bytes``; 0: unknown)."""
-        with self._lock:
-            r = self._readers.get(path)
-            if r is not None:
-                self._readers.move_to_end(path)
-                self._unmapped.pop(path, None)
-        if r is not None:
-            # read again: worth mapping (a mapping's page faults and unmap
-            # cost more than reading a few pieces once, less than re-reading)
-            _map(r)
-            return r
-        r = FileReader(open_data_file(self.store, path, size))
-        over: list[FileReader] = []
-        with self._lock:
-            have = self._readers.get(path)
-            if have is not None:  # another thread opened it meanwhile
-                r.close()
-                return have
-            self._readers[path] = r
-            if getattr(r.io, "map", None) is not None:
-                self._unmapped[path] = r
-            while len(self._readers) > self.max_files:
-                gone, _ = self._readers.popitem(last=False)
-                self._unmapped.pop(gone, None)
-            while len(self._unmapped) > self.max_descriptors:
-                over.append(self._unmapped.popitem(last=False)[1])
-        for old in over:  # its descriptor given back, its bytes still a read away
-            _map(old)
-        return r
-
-    def __len__(self) -> int:
-        return len(self._readers)
-
-    def descriptors(self) -> int:
-        """How many cached readers may hold a file descriptor."""
-        return len(self._unmapped)
-
-    def close(self) -> None:
-        with self._lock:
-            readers = list(self._readers.values())
-            self._readers.clear()
-            self._unmapped.clear()
-        for r in readers:
-            r.close()
-
-
-def _map(r: FileReader) -> None:
-    remap = getattr(r.io, "map", None)
-    if remap is not None:
-        remap()
-
-
-def file_reader_cache(table) -> FileReaderCache:
-    """The table object's :class:`FileReaderCache` (made on first use)."""
-    cache = table.__dict__.get("_file_reader_cache")
-    if cache is None or cache.store is not table.store:
-        cache = table.__dict__["_file_reader_cache"] = FileReaderCache(table.store)
-    return cache
 
 
 @dataclass
@@ -527,12 +422,13 @@ class FragmentReader:
         if r is None:
             path = data_file_path(self.store, self.fragment, df)
             try:
-                if self.file_cache is not None and self.stats is None:
+                if self.file_cache is not None:
+                    # counted (when a scan counts) by the scan naming its statistics: see file_cache.counting
                     r = self.file_cache.get(path, df.file_size_bytes)
                 else:
                     io = open_data_file(self.store, path, df.file_size_bytes)
                     if self.stats is not None:
-                        io = _CountingReader(io, self.stats, self.stats_lock)
+                        io = CountingReader(io, self.stats, self.stats_lock)
                     r = FileReader(io, remember=self.remember_tails)
             except InvalidPathError as exc:  # e.g. a name too long for the file system
                 raise CorruptFileError(
@@ -657,38 +553,11 @@ class FragmentReader:
         return got
 
     def close(self) -> None:
-        if self.file_cache is None or self.stats is not None:
+        if self.file_cache is None:
             for r in self._readers.values():
                 r.close()
         # else every reader belongs to the cache, which keeps it open
         self._readers.clear()
-
-
-class _CountingReader:
-    """A RangeReader that adds the bytes it serves to ``stats["bytes_read"]``."""
-
-    def __init__(self, inner, stats: dict, lock: threading.Lock | None = None) -> None:
-        self._inner, self._stats = inner, stats
-        self._lock = lock or threading.Lock()
-        self.path = inner.path
-        self.remote = getattr(inner, "remote", False)  # a store where one request costs a round trip
-
-    def size(self) -> int:
-        return self._inner.size()
-
-    def __getattr__(self, name: str) -> object:  # cache_key, etag, expect_etag, ... of the reader counted
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
-
-    def read_ranges(self, ranges):
-        with self._lock:
-            self._stats["bytes_read"] = self._stats.get("bytes_read", 0) + sum(n for _, n in ranges)
-            self._stats["reads"] = self._stats.get("reads", 0) + 1
-        return self._inner.read_ranges(ranges)
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 def iter_fragment_batches(reader: FragmentReader, batch_rows: int) -> Iterator[tuple[int, int, list[pa.Array]]]:

@@ -4,12 +4,14 @@ new table object - returns what pylance and a full read return."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from tessera.catalog import Table
-from tessera.format.table.fragments import FileReaderCache, FragmentReader, file_reader_cache
+from tessera.format.table.fragments import FileReaderCache, FragmentReader
 
 
 def _batches(n: int):
@@ -54,7 +56,7 @@ def test_repeated_takes_match_pylance_and_a_full_read(lance, table_path):
         assert got.equals(_expected(full, ids, live))
         theirs = ds._take_rows(ids.tolist())
         assert got.equals(theirs.select(got.schema.names)), "differs from pylance"
-    cache = file_reader_cache(t)
+    cache = t.snapshot.files
     assert len(cache) == len(t.fragments)
     # files read again were mapped; the readers are the cache's own
     for f in t.fragments:
@@ -112,14 +114,12 @@ def test_cache_bounds_open_files_and_fragment_reader_leaves_them_open(table_path
 
 
 def test_table_close_releases_the_files_takes_keep_open(table_path):
-    from tessera.format.table.fragments import file_reader_cache
-
     t = Table.open(table_path)
     want = t.take([0, 3])
-    cache = file_reader_cache(t)
+    cache = t.snapshot.files
     assert len(cache) > 0
     t.close()
-    assert len(cache) == 0 and "_file_reader_cache" not in t.__dict__
+    assert len(cache) == 0
     assert t.take([0, 3]).equals(want)  # a closed table's next take opens its files again
 
 
@@ -128,18 +128,18 @@ def test_takes_cycling_over_more_files_than_descriptors_open_each_file_once(tmp_
     cached (mapped), so the next takes open none, and at most the budget holds
     a descriptor.  An LRU of the budget's size would reopen every file on every
     take (cycling through more files than it holds, it never hits)."""
-    import tessera.format.table.fragments as fragments
+    import tessera.format.table.file_cache as file_cache
 
     n = 12
     path = str(tmp_path / "t")
     Table.create(path, _batches(n * 100), max_rows_per_file=100)
     t = Table.open(path)
     cache = FileReaderCache(t.store, max_descriptors=4)
-    t.__dict__["_file_reader_cache"] = cache
-    full = t.to_arrow()
+    t._snap = dataclasses.replace(t._snap, files=cache)
+    full = Table.open(path).to_arrow()  # another table object: its own cache
     opened: list[str] = []
-    real = fragments.open_data_file
-    monkeypatch.setattr(fragments, "open_data_file", lambda store, p, size=0: opened.append(p) or real(store, p, size))
+    real = file_cache.open_data_file
+    monkeypatch.setattr(file_cache, "open_data_file", lambda store, p, size=0: opened.append(p) or real(store, p, size))
     idx = np.arange(5, n * 100, 100)  # one row in each fragment
     for k in range(3):
         assert t.take(idx).equals(full.take(pa.array(idx)))

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from tessera import format as tformat
+from tessera.format.file.checksum import checksums
 
 lance_file = pytest.importorskip("lance.file")
 
@@ -99,7 +100,8 @@ def test_take_matches_arrow(files, version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_take_is_one_request_per_leaf_and_reads_little(files, version):
     table, paths = files
-    reader = tformat.FileReader(paths[version])
+    with checksums("write"):  # the requests of a take, not the checksum blocks a first read widens them to
+        reader = tformat.FileReader(paths[version])
     reader.take([0], columns=["i", "s"])  # page metadata loaded once
     spy = _Counting(reader)
     idx = np.sort(np.random.default_rng(5).choice(N, 40, replace=False))
@@ -202,7 +204,7 @@ def test_local_reader_pread_map_and_joined_reads(tmp_path):
     r.MAP_MIN_BYTES = 1000
     big = r.read_ranges([(0, 4096)])[0]
     assert big.to_pybytes() == payload[:4096] and r.whole_buffer() is not None
-    assert descriptors() == before  # the mapping's descriptor replaced the reader's own
+    assert descriptors() == before - 1  # the reader's own is closed, and the mapping holds none
     data, starts = r.read_joined(np.array([5, 1000]), np.array([3, 4]))
     assert starts.tolist() == [5, 1000] and data[1000:1004].tobytes() == payload[1000:1004]
     r.close()
