@@ -225,8 +225,11 @@ class FieldDecoder:
                 self.path,
                 f"column {leaf.column} ({leaf.field.name!r}) holds {total} rows, the file {self.reader.num_rows}",
             )
-        lengths = np.asarray(rows, dtype=np.int64)
-        leaf.row_starts = row_starts = np.concatenate(([0], np.cumsum(lengths)))
+        if len(rows) == 1:  # a small file's column: one page
+            row_starts = np.array((0, total), dtype=np.int64)
+        else:
+            row_starts = np.concatenate(([0], np.cumsum(np.asarray(rows, dtype=np.int64))))
+        leaf.row_starts = row_starts
         kept = tuple(pages)  # cached for the file's life: a tuple is less work for the garbage collector
         leaf.pages = kept  # type: ignore[assignment]
         if shared is not None:

@@ -89,6 +89,11 @@ def _static(msg, st: Structure, where: str) -> dict:
     return attrs
 
 
+#: the first chunk's item and byte offset in a one-chunk page (shared: read-only)
+_ZERO = np.zeros(1, dtype=np.int64)
+_ZERO.flags.writeable = False
+
+
 class MiniBlockPage(PageBase):
     # set from the layout message (:func:`_static`)
     has_rep: bool
@@ -131,8 +136,7 @@ class MiniBlockPage(PageBase):
                 raise CorruptFileError(None, f"{w}: chunk value counts do not add up to {self.num_items} items")
             self.chunk_bytes = np.array([((word >> 4) + 1) * 8], dtype=np.int64)
             self.counts = counts = np.array([self.num_items], dtype=np.int64)
-            self.item_start = np.zeros(1, dtype=np.int64)
-            self.chunk_off = np.zeros(1, dtype=np.int64)
+            self.item_start = self.chunk_off = _ZERO  # read-only, shared
         else:
             words = np.frombuffer(meta.tobytes(), dtype=f"<u{wsize}").astype(np.int64)
             nchunks = words.size
