@@ -225,7 +225,7 @@ class Scan:
         #: what the scan touched: fragments opened and bytes read from data files
         self.stats = {"fragments": 0, "bytes_read": 0, "reads": 0}
         self._stats_lock = threading.Lock()
-        if file_cache is not None and sum(len(f.files) for f in self.fragments) > file_cache.max_files:
+        if file_cache is not None and not file_cache.fits(sum(len(f.files) for f in self.fragments)):
             file_cache = None
         self.file_cache = file_cache
         #: fragments read at once on a remote store (worker threads; 1: none)
@@ -426,6 +426,7 @@ class Scan:
             stats=self.stats,
             stats_lock=self._stats_lock,
             file_cache=self.file_cache,
+            cache_on_second_use=True,
         )
 
     def _row_bytes(self, frag) -> int:

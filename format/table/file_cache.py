@@ -7,6 +7,11 @@ or take opens no file and copies no byte of a local one.  A reader dropped
 from a cache is not closed here but released when nothing uses it any
 more, so a read running in another thread is never cut short.
 
+A take keeps the files it opens; a scan (and the matching scan of an update
+or delete) keeps a file from its second read through the cache on: a table
+object scanned once keeps nothing alive (every object a kept reader holds is
+work for the garbage collector), one scanned again keeps what it reads.
+
 Two budgets per cache and the same two for the whole process (every table
 object's cache counts in them), oldest first out:
 
@@ -94,7 +99,7 @@ class CountingReader:
 class FileReaderCache:
     """Open data file readers shared by the reads of one table object (see the module)."""
 
-    def __init__(self, store: TableStore, max_files: int = 2048, max_descriptors: int = 64) -> None:
+    def __init__(self, store: TableStore, max_files: int = PROCESS_MAX_FILES, max_descriptors: int = 64) -> None:
         self.store = store
         self.max_files = max_files
         self.max_descriptors = max_descriptors
@@ -102,9 +107,32 @@ class FileReaderCache:
         self._readers: OrderedDict[str, FileReader] = OrderedDict()
         #: the cached readers that may still hold a descriptor
         self._unmapped: OrderedDict[str, FileReader] = OrderedDict()
+        #: files read once through :meth:`get_on_second_use`, not kept yet
+        self._seen: set[str] = set()
         with _lock:
             _caches[self._token] = weakref.ref(self)
         weakref.finalize(self, _forget, self._token, self._readers)
+
+    def get_on_second_use(self, path: str, size: int = 0) -> FileReader | None:
+        """:meth:`get` for a file read before through this cache, else None
+        (the caller opens it for itself, once): a table scanned once, or a
+        one-off scan of a table's many files, keeps nothing alive (a reader
+        kept costs the garbage collector's walks), one scanned again does."""
+        with _lock:
+            if path not in self._readers:
+                if path not in self._seen:
+                    if len(self._seen) >= 2 * PROCESS_MAX_FILES:
+                        self._seen.clear()
+                    self._seen.add(path)
+                    return None
+                self._seen.discard(path)
+        r = self.get(path, size)
+        # read again already: mapped now (the next read slices it; no descriptor kept)
+        _map(r)
+        with _lock:
+            if self._unmapped.pop(path, None) is not None:
+                _holding.pop((self._token, path), None)
+        return r
 
     def get(self, path: str, size: int = 0) -> FileReader:
         """The reader of data file ``path`` (relative to the data folder) of
@@ -166,6 +194,10 @@ class FileReaderCache:
         _kept.pop((self._token, path), None)
         _holding.pop((self._token, path), None)
 
+    def fits(self, files: int) -> bool:
+        """Whether ``files`` readers fit in the cache (a read of more would only cycle through it)."""
+        return files <= min(self.max_files, PROCESS_MAX_FILES)
+
     def __len__(self) -> int:
         return len(self._readers)
 
@@ -175,6 +207,7 @@ class FileReaderCache:
 
     def close(self) -> None:
         with _lock:
+            self._seen.clear()
             readers = list(self._readers.items())
             for path, _ in readers:
                 self._drop(path)

@@ -332,8 +332,7 @@ class FragmentReader:
     _row_ids: np.ndarray | None = None
     #: decoded created-at / last-updated-at versions (see :meth:`row_versions`)
     _versions: dict[str, np.ndarray] = field(default_factory=dict)
-    #: when given (and ``stats`` is not), data files are opened through it
-    #: and stay open after ``close``
+    #: when given, data files are opened through it and stay open after ``close``
     file_cache: FileReaderCache | None = None
     #: guards ``stats`` when several readers of one scan count into it from worker threads
     stats_lock: threading.Lock | None = None
@@ -341,6 +340,11 @@ class FragmentReader:
     #: files read once: a compaction's sources, about to be replaced, would only hold
     #: memory and slow the garbage collector, which walks every object they keep)
     remember_tails: bool = True
+    #: take a file from ``file_cache`` only when read through it before (a scan: a table
+    #: scanned once keeps nothing alive), else open it here, closed by :meth:`close`
+    cache_on_second_use: bool = False
+    #: the paths of the readers opened here (not the cache's): closed by :meth:`close`
+    _own: set = field(default_factory=set)
 
     #: readers of other fields of the same fragment (see :meth:`subset`), by field ids
     _subsets: dict = field(default_factory=dict)
@@ -361,6 +365,8 @@ class FragmentReader:
                 file_cache=self.file_cache,
                 stats_lock=self.stats_lock,
                 remember_tails=self.remember_tails,
+                cache_on_second_use=self.cache_on_second_use,
+                _own=self._own,
             )
         return sub
 
@@ -422,14 +428,18 @@ class FragmentReader:
         if r is None:
             path = data_file_path(self.store, self.fragment, df)
             try:
+                r = None
                 if self.file_cache is not None:
                     # counted (when a scan counts) by the scan naming its statistics: see file_cache.counting
-                    r = self.file_cache.get(path, df.file_size_bytes)
-                else:
+                    size = df.file_size_bytes
+                    cache = self.file_cache
+                    r = cache.get_on_second_use(path, size) if self.cache_on_second_use else cache.get(path, size)
+                if r is None:
                     io = open_data_file(self.store, path, df.file_size_bytes)
                     if self.stats is not None:
                         io = CountingReader(io, self.stats, self.stats_lock)
                     r = FileReader(io, remember=self.remember_tails)
+                    self._own.add(df.path)
             except InvalidPathError as exc:  # e.g. a name too long for the file system
                 raise CorruptFileError(
                     self.store.uri, f"fragment {self.fragment.id}: DataFile.path {df.path!r} cannot name a file: {exc}"
@@ -553,10 +563,11 @@ class FragmentReader:
         return got
 
     def close(self) -> None:
-        if self.file_cache is None:
-            for r in self._readers.values():
+        for path in self._own:  # the cache's readers stay open
+            r = self._readers.get(path)
+            if r is not None:
                 r.close()
-        # else every reader belongs to the cache, which keeps it open
+        self._own.clear()
         self._readers.clear()
 
 

@@ -11,7 +11,8 @@ wall time on a shared machine) in brackets.  Both tables are written by their
 own library (the same rows; ``--fragments`` fragments of equal size), no index.
 
   fragments  full scan, 2 columns, filtered count, a 1% filter, take 1,000 rows
-             (each on a table already opened), then open + full scan, compaction
+             (each on a table already opened, after one untimed call: the held
+             table's steady state), then open + full scan, compaction
              of n fragments of 100 rows (timed alone, on a fresh copy each time)
   mutations  update one row by filter and delete one row by filter, 20 in a row
              (the 20 as one line: the table grows a fragment per update)
@@ -58,8 +59,11 @@ def make_data(rows: int, seed: int = 3) -> pa.Table:
     )
 
 
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """Median wall and CPU seconds of ``repeat`` calls."""
+def timed(fn: Callable[[], object], repeat: int, warm: bool = False) -> tuple[float, float]:
+    """Median wall and CPU seconds of ``repeat`` calls (after one untimed call
+    when ``warm``: a held table's steady state, on both sides)."""
+    if warm:
+        fn()
     walls, cpus = [], []
     for _ in range(repeat):
         w, c = time.perf_counter(), time.process_time()
@@ -107,20 +111,26 @@ def bench_fragments(root: str, rows: int, counts: list[int], repeat: int) -> Non
         assert t.count_rows() == ds.count_rows() == rows
         assert len(t.fragments) == len(ds.get_fragments()) == n
         print(f"-- {rows:,} rows in {n:,} fragments")
-        line("full scan", timed(lambda: t.to_arrow(), repeat), timed(lambda: ds.to_table(), repeat))
+        line(
+            "full scan", timed(lambda: t.to_arrow(), repeat, warm=True), timed(lambda: ds.to_table(), repeat, warm=True)
+        )
         line(
             "2 columns",
-            timed(lambda: t.to_arrow(columns=["key", "f0"]), repeat),
-            timed(lambda: ds.to_table(columns=["key", "f0"]), repeat),
+            timed(lambda: t.to_arrow(columns=["key", "f0"]), repeat, warm=True),
+            timed(lambda: ds.to_table(columns=["key", "f0"]), repeat, warm=True),
         )
         line(
             "filtered count (f1 < 500000)",
-            timed(lambda: t.count_rows("f1 < 500000"), repeat),
-            timed(lambda: ds.count_rows("f1 < 500000"), repeat),
+            timed(lambda: t.count_rows("f1 < 500000"), repeat, warm=True),
+            timed(lambda: ds.count_rows("f1 < 500000"), repeat, warm=True),
         )
-        line("1% filter (all columns)", timed(lambda: t.to_arrow(filter=one_pct), repeat), timed(
-            lambda: ds.to_table(filter=one_pct), repeat))  # fmt: skip
-        line("take 1,000 rows", timed(lambda: t.take(take_rows), repeat), timed(lambda: ds.take(take_rows), repeat))
+        line("1% filter (all columns)", timed(lambda: t.to_arrow(filter=one_pct), repeat, warm=True), timed(
+            lambda: ds.to_table(filter=one_pct), repeat, warm=True))  # fmt: skip
+        line(
+            "take 1,000 rows",
+            timed(lambda: t.take(take_rows), repeat, warm=True),
+            timed(lambda: ds.take(take_rows), repeat, warm=True),
+        )
         line(
             "open + full scan",
             timed(lambda: Table.open(ours).to_arrow(), repeat),
