@@ -85,9 +85,11 @@ def test_others_wait_until_the_holder_commits(store):
 
 @pytest.fixture
 def quick(monkeypatch):
-    """Intents that expire in 0.3 s unless renewed, renewed every 0.05 s."""
-    monkeypatch.setattr(intent, "INTENT_SECONDS", 0.3)
-    monkeypatch.setattr(intent, "RENEW_EVERY", 0.05)
+    """Intents that expire in 1 s unless renewed, renewed every 0.1 s (a put
+    here is a local write with an fsync: under load it can take a good part
+    of a second, and an intent must outlive its own write)."""
+    monkeypatch.setattr(intent, "INTENT_SECONDS", 1.0)
+    monkeypatch.setattr(intent, "RENEW_EVERY", 0.1)
     monkeypatch.setattr(intent, "_seen", {})
 
 
@@ -103,30 +105,30 @@ def test_a_holder_whose_tries_take_long_keeps_its_turn(store, quick):
     # the others wait for its release, not for an expiry in the middle of its try
     holder = Turn(store)
     holder.lost(), holder.lost()
-    released = threading.Timer(1.0, holder.release)
+    released = threading.Timer(2.0, holder.release)
     released.start()
     took = _waited(store)
-    assert 0.9 < took < 3.0, took  # without the heartbeat it expired after 0.3 s
+    assert 1.9 < took < 5.0, took  # without the heartbeat it expired after 1 s
     assert not store.exists(INTENT_FILE)
 
 
 def test_everyones_wait_is_bounded(store, quick, monkeypatch):
-    monkeypatch.setattr(intent, "HOLD_MAX", 0.5)
+    monkeypatch.setattr(intent, "HOLD_MAX", 1.0)
     holder = Turn(store)
     holder.lost(), holder.lost()  # keeps renewing and never commits
     try:
         took = _waited(store)
-        assert 0.4 < took < 2.0, took  # renewed for HOLD_MAX, then expired: 0.8 s
+        assert 0.5 < took < 4.0, took  # renewed for HOLD_MAX, then expired: at most 2 s
     finally:
         holder.release()
     # a holder that crashed: nothing renews its intent
     now = time.time()
-    store.put(INTENT_FILE, json.dumps({"owner": "crashed", "since": now, "held": now, "until": now + 0.3}).encode())
-    assert 0.2 < _waited(store) < 1.5
+    store.put(INTENT_FILE, json.dumps({"owner": "crashed", "since": now, "held": now, "until": now + 1.0}).encode())
+    assert 0.3 < _waited(store) < 3.0
     # a holder whose clock is an hour ahead: bounded by this process's own clock
     later = time.time() + 3600
     store.put(INTENT_FILE, json.dumps({"owner": "ahead", "since": later, "held": later, "until": later}).encode())
-    assert 0.6 < _waited(store) < 2.0  # HOLD_MAX + INTENT_SECONDS since it was first seen, not an hour
+    assert 1.5 < _waited(store) < 5.0  # HOLD_MAX + INTENT_SECONDS since it was first seen, not an hour
     # and never past the operation's deadline
     store.put(INTENT_FILE, json.dumps({"owner": "x", "since": now, "held": time.time(), "until": later}).encode())
     assert _waited(store, seconds=0.05) < 0.5
