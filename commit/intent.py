@@ -154,6 +154,10 @@ class Turn:
     def _other(self, found: Intent | None) -> bool:
         return found is not None and found.owner != self.owner and found.live()
 
+    def _older(self, found: Intent | None) -> bool:
+        """Whether ``found`` is a live intent of a writer whose commit began first: its turn."""
+        return found is not None and self._other(found) and found.since <= self.since
+
     def wait(self, deadline: float) -> None:
         """Before a try: wait while another writer's intent is live (bounded,
         never past ``deadline``); nothing when this writer holds the commit
@@ -185,7 +189,7 @@ class Turn:
         if not self.claimed and self.held and time.time() - self.held >= HOLD_MAX:
             return  # this commit had its turn
         found = _read(self.store)
-        if self._other(found) and found is not None and found.since <= self.since:
+        if self._older(found):
             self._give_way()
             return  # an older writer's turn first (waited for before the next try)
         if self.claimed:
@@ -232,7 +236,7 @@ class Turn:
             except Exception as exc:  # noqa: BLE001 - advisory
                 log.debug("%s: could not read the commit intent: %s", self.store.uri, exc)
                 continue
-            if self._other(found) and found is not None and found.since <= self.since:
+            if self._older(found):
                 self._give_way()
                 return
             if mine():

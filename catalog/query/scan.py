@@ -11,9 +11,10 @@ import pyarrow as pa
 
 from tessera.format.errors import CorruptFileError
 from tessera.format.file import schema as lschema
+from tessera.format.file.io import counting_into as counting
 from tessera.format.protos import table_pb2
 from tessera.format.table import whole_reads
-from tessera.format.table.file_cache import FileReaderCache, counting
+from tessera.format.table.file_cache import FileReaderCache
 from tessera.format.table.fragments import FragmentReader, one_array
 from tessera.stores.object_store import ObjectStore
 

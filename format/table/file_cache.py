@@ -24,7 +24,7 @@ object's cache counts in them), oldest first out:
   tables stays well under the common descriptor limit of 1024.
 
 Reads of cached files are counted in the statistics of the scan that makes
-them (:func:`counting`): the readers are shared, so the scan names itself
+them (``io.counting_into``): the readers are shared, so the scan names itself
 per thread around its reads.
 """
 
@@ -37,11 +37,11 @@ from collections import OrderedDict
 
 from ..errors import FormatError, InvalidPathError
 from ..file.datafile import FileReader
-from ..file.io import RangeReader, counted_into, counting_into
+from ..file.io import RangeReader, counted_into
 from . import paths
 from .store import TableStore
 
-__all__ = ["CountingReader", "FileReaderCache", "counting", "open_data_file"]
+__all__ = ["CountingReader", "FileReaderCache", "open_data_file"]
 
 #: readers kept by all caches of the process, and those of them that may hold a descriptor
 PROCESS_MAX_FILES = 8192
@@ -58,14 +58,11 @@ _holding: OrderedDict[tuple[int, str], None] = OrderedDict()
 _caches: dict[int, weakref.ref[FileReaderCache]] = {}
 _tokens = itertools.count()
 
-#: count reads of cached files into a scan's statistics (format/file/io.py)
-counting = counting_into
-
 
 class CountingReader:
     """A RangeReader that adds the bytes it serves to ``stats["bytes_read"]``
     (and one to ``stats["reads"]`` per request); without ``stats``, to the
-    statistics :func:`counting` names on the reading thread, if any."""
+    statistics ``io.counting_into`` names on the reading thread, if any."""
 
     def __init__(self, inner, stats: dict | None = None, lock: threading.Lock | None = None) -> None:
         self._inner, self._stats = inner, stats

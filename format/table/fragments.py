@@ -430,7 +430,7 @@ class FragmentReader:
             try:
                 r = None
                 if self.file_cache is not None:
-                    # counted (when a scan counts) by the scan naming its statistics: see file_cache.counting
+                    # counted (when a scan counts) by the scan naming its statistics: see io.counting_into
                     size = df.file_size_bytes
                     cache = self.file_cache
                     r = cache.get_on_second_use(path, size) if self.cache_on_second_use else cache.get(path, size)
