@@ -263,6 +263,8 @@ class Catalog:
             raise
         self._manifest_store: SqlManifestStore | None = None
         self._rows = _RowCache(uri)
+        #: table names as given (tuples) -> checked (namespace, name): a name is checked once
+        self._keys = _CheckedNames()
         #: this object created the catalog (its database held none): a misspelt
         #: warehouse or URL makes a new, empty catalog, which says so
         self.created = not existed
@@ -491,8 +493,14 @@ class Catalog:
 
     def _snapshot(self, ident: Ident) -> _TableRecord:
         """The table's row as read last, while the database has not changed
-        since (:class:`_RowCache`); read again otherwise."""
-        key = self._ident(ident)
+        since (:class:`_RowCache`); read again otherwise.  While it is served
+        from the cache, every call returns the same record object (callers may
+        key what they derive from it on its identity)."""
+        key = self._keys.get(ident) if type(ident) is tuple else None
+        if key is None:
+            key = self._ident(ident)
+            if type(ident) is tuple:
+                self._keys.remember(ident, key)
         got = self._rows.get(key)
         if got is not None:
             return got
@@ -626,6 +634,18 @@ class _TableRecord:
     commit_store: str
     properties: str
     created_at: Any
+
+
+class _CheckedNames(dict[tuple[Any, ...], tuple[str, str]]):
+    """Names already checked by :meth:`Catalog._ident` (a namespace asks for
+    the same table's row several times per commit); bounded."""
+
+    MAX = 4096
+
+    def remember(self, ident: tuple[Any, ...], key: tuple[str, str]) -> None:
+        if len(self) >= self.MAX:
+            self.clear()
+        self[ident] = key
 
 
 class _RowCache:

@@ -8,7 +8,7 @@
   rebase), bounded by one :class:`RetryPolicy`; :func:`commit_many` for
   several tables at once;
 * managed versioning's server half: :func:`accept_staged` (a manifest a
-  writer staged becomes a version) and :func:`describe_version`; served
+  writer staged becomes a version) and :func:`describe_version`, :func:`latest_to_build_on`; served
   commits' (:mod:`commit.served`): :func:`accept_transaction` (a transaction
   a client sends is rebased and committed next to the store);
 * reading versions (:func:`list_versions`, :func:`load_manifest`), clean-up,
@@ -67,7 +67,7 @@ from .handlers import (
     root_relative,
     shared_manifest_store,
 )
-from .managed import accept_staged, accept_transaction, describe_version, is_staged_manifest
+from .managed import accept_staged, accept_transaction, describe_version, is_staged_manifest, latest_to_build_on
 from .multi import TableVersion, commit_many, stage_version
 from .operation import commit_operation, commit_transaction, new_transaction
 from .retry import InvalidRetryPolicyError, RetryPolicy
@@ -121,6 +121,7 @@ __all__ = [
     "connect_namespace",
     "decode_served_request",
     "describe_version",
+    "latest_to_build_on",
     "expand_dirs",
     "fragment_live_rows",
     "is_staged_manifest",

@@ -19,7 +19,9 @@ the table's own handler, the rebase loop running next to the store.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
+import threading
 import time
 from collections.abc import Callable
 
@@ -45,7 +47,7 @@ from .lineage import incarnation_of, transaction_uuid
 from .operation import AlreadyCommitted, commit_transaction, rebase
 from .retry import DEFAULT_POLICY
 
-__all__ = ["accept_staged", "accept_transaction", "describe_version", "is_staged_manifest"]
+__all__ = ["accept_staged", "accept_transaction", "describe_version", "is_staged_manifest", "latest_to_build_on"]
 
 _STAGED = re.compile(r"^_versions/(?P<final>[0-9]{1,20}\.manifest)-[0-9A-Za-z-]{1,64}$")
 
@@ -123,23 +125,137 @@ def accept_staged(
     txn = transaction_uuid(mfile)
     if txn is None:
         raise StagedManifestError("the staged manifest names no transaction")
-    latest = _latest(handler, store)
+    latest_entry = handler.latest_entry(store)
+    latest = 0 if latest_entry is None else latest_entry.version
+    if latest_entry is not None and handler.kind == "native":
+        _latest_seen.remember(store.uri, latest_entry)
     if version <= latest:
         # taken: by this very manifest (a re-send whose staged file is still there), or by another writer
-        if transaction_uuid(handler.load(store, version)) != txn:
-            raise VersionTakenError(version, f"version {version} of {label} is taken")
+        try:
+            there = transaction_uuid(handler.load(store, version))
+        except VersionNotFoundError:
+            there = None  # committed and cleaned up since (the latest is newer): not this staged manifest's
+        if there != txn:
+            raise VersionTakenError(version, f"version {version} of {label} is taken (the latest is {latest})")
         with contextlib.suppress(StoreError, OSError):
             store.delete(staged)
         return describe_version(handler, store, version)
     if version != latest + 1:
         raise VersionTakenError(version, f"version {version} of {label} is out of order (the latest is {latest})")
-    if latest:
-        _check_lineage(handler, store, uri, label, latest, mfile)
+    if latest_entry is not None:
+        _check_lineage(handler, store, uri, label, _current(handler, store, latest_entry), mfile)
     faults.point(faults.CHECKED)
     if on_ask is not None:
         on_ask()
     handler.commit_staged(store, version, staged, data, scheme, txn)
+    if handler.kind == "native":
+        _latest_seen.remember(store.uri, VersionEntry(version, final, len(data)), data, mfile)
     return _entry(version, final, len(data), mfile)
+
+
+class _Latest:
+    """Each native table's latest version as this process last saw it: its
+    entry from the last listing, or the version a staged commit here made,
+    with that manifest's bytes and parse.  By table URI.
+
+    Two savings for managed versioning, where pylance asks for the latest
+    version before every append and then stages its commit on it:
+    :func:`latest_to_build_on` confirms the version seen with two ``stat``s
+    on local disk (it is there, the next one is not) instead of listing
+    ``_versions/``; and the lineage check of the next commit compares the
+    latest manifest's bytes with those accepted here instead of parsing them
+    again."""
+
+    MAX = 1024
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_uri: dict[str, tuple[VersionEntry, bytes | None, mf.ManifestFile | None]] = {}
+
+    def remember(
+        self, uri: str, entry: VersionEntry, data: bytes | None = None, mfile: mf.ManifestFile | None = None
+    ) -> None:
+        with self._lock:
+            old = self._by_uri.get(uri)
+            if data is None and old is not None and old[0] == entry:
+                return  # listed again: what was accepted stays known
+            if len(self._by_uri) >= self.MAX:
+                self._by_uri.clear()
+            self._by_uri[uri] = (entry, data, mfile)
+
+    def forget(self, uri: str) -> None:
+        with self._lock:
+            self._by_uri.pop(uri, None)
+
+    def entry(self, uri: str) -> VersionEntry | None:
+        hit = self._by_uri.get(uri)
+        return None if hit is None else hit[0]
+
+    def accepted(self, uri: str, entry: VersionEntry) -> tuple[bytes, mf.ManifestFile] | None:
+        hit = self._by_uri.get(uri)
+        if hit is None or hit[0] != entry or hit[1] is None or hit[2] is None:
+            return None
+        return hit[1], hit[2]
+
+
+_latest_seen = _Latest()
+
+
+def _hinted_version(store: ObjectStore) -> int | None:
+    """The version ``_versions/latest_version_hint.json`` names (written by
+    pylance and Tessera after each commit on local disk); None when unreadable."""
+    try:
+        got = json.loads(store.read(paths.HINT_FILE))
+        return got["version"] if isinstance(got, dict) and type(got.get("version")) is int else None
+    except (StoreError, OSError, ValueError):
+        return None
+
+
+def latest_to_build_on(handler: CommitHandler, store: ObjectStore) -> VersionEntry | None:
+    """The latest version, for a writer about to build its commit on it
+    (pylance's ``list_table_versions(limit=1)`` before each append).
+
+    On local disk, a native table's version seen last here is confirmed
+    without listing ``_versions/``: the hint file every writer rewrites after
+    its commit names it, its manifest is there and the next version's is not.
+    The answer is then the latest.  It could only be an older one if the
+    versions after it were committed, their last writer stopped before
+    rewriting the hint, and a clean-up removed all of them but the latest
+    while a tag kept this one: the writer's commit on it is then refused as
+    out of order by :func:`accept_staged` (nothing is committed), whose
+    listing corrects what is remembered here.  Anything else lists."""
+    if handler.kind == "native" and not store.remote:
+        seen = _latest_seen.entry(store.uri)
+        if seen is not None and _hinted_version(store) == seen.version:
+            parsed = mf.parse_manifest_name(seen.path.rsplit("/", 1)[-1])
+            if parsed is not None:
+                try:
+                    size = store.size(seen.path)
+                except ObjectNotFoundError:
+                    size = None
+                if size is not None and not store.exists(paths.manifest_path(seen.version + 1, parsed[1])):
+                    return seen if size == seen.size else VersionEntry(seen.version, seen.path, size)
+    entry = handler.latest_entry(store)
+    if entry is None:
+        _latest_seen.forget(store.uri)
+    elif handler.kind == "native":
+        _latest_seen.remember(store.uri, entry)
+    return entry
+
+
+def _current(handler: CommitHandler, store: ObjectStore, entry: VersionEntry) -> mf.ManifestFile:
+    """The latest version's manifest, as ``handler.load`` reads it; parsed
+    again only when it is not, byte for byte, the one accepted here last
+    (read-only: the lineage check and ``bind`` only look at it)."""
+    hit = _latest_seen.accepted(store.uri, entry) if handler.kind == "native" else None
+    if hit is not None:
+        try:
+            data = store.read(entry.path)
+        except ObjectNotFoundError:
+            data = None
+        if data == hit[0]:
+            return hit[1]
+    return handler.load(store, entry.version)
 
 
 def _latest(handler: CommitHandler, store: ObjectStore) -> int:
@@ -148,7 +264,7 @@ def _latest(handler: CommitHandler, store: ObjectStore) -> int:
 
 
 def _check_lineage(
-    handler: CommitHandler, store: ObjectStore, uri: str, label: str, latest: int, staged: mf.ManifestFile
+    handler: CommitHandler, store: ObjectStore, uri: str, label: str, current: mf.ManifestFile, staged: mf.ManifestFile
 ) -> None:
     """The staged manifest must continue this table: the coordinator and
     incarnation it carries (pylance keeps the config of the manifest it
@@ -156,7 +272,7 @@ def _check_lineage(
     the version it restores instead (pylance copies that manifest, which
     may predate the table's incarnation, written before a Tessera writer
     adopted one): that version of this table must carry the same."""
-    current = handler.load(store, latest)
+    latest = current.manifest.version
     mine, theirs = incarnation_of(current.manifest), incarnation_of(staged.manifest)
     if mine is not None and theirs != mine:
         restored = _restored_version(staged)

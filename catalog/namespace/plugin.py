@@ -220,15 +220,15 @@ class TesseraNamespace(LanceNamespace):
             raise nserr.UnsupportedOperationError("describe_table of a version or tag: use describe_table_version")
         with translated():
             ns, name = self._table(request.id)
-            info = self.catalog.table_info((ns, name))
+            table = self.stores.resolve((ns, name))  # pylance asks before every append: derived once per row
             return DescribeTableResponse(
                 table=name,
                 namespace=list(request.id or [])[:-1] or [ns],
-                location=info["uri"],
-                table_uri=info["uri"],
+                location=table.uri,
+                table_uri=table.uri,
                 managed_versioning=True,
                 storage_options=self._vended(),
-                properties=self._str_props(info["properties"]) or None,
+                properties=dict(table.properties) or None,
             )
 
     def table_exists(self, request: TableExistsRequest) -> TableExistsResponse:

@@ -2,26 +2,73 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from lance_namespace import TableVersion
 from lance_namespace import errors as nserr
 
-from tessera.commit import CommitHandler, VersionEntry, describe_version, open_handler, root_relative
+from tessera.commit import (
+    CommitHandler,
+    VersionEntry,
+    describe_version,
+    latest_to_build_on,
+    open_handler,
+    root_relative,
+)
 from tessera.stores.manifest_store import ManifestStore
 from tessera.stores.object_store import ObjectStore
 from tessera.stores.registry import open_manifest_store, open_object_store
 
-from ..catalog import Catalog
+from ..catalog import Catalog, _properties
 from ..table.tags import Tags
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """What a namespace derives from a table's catalog row: its name,
+    location, recorded commit store, object store, root and properties as
+    strings.  Kept while the catalog serves the very same row object (the
+    catalog's row cache returns one object while its database is unchanged),
+    so a table dropped, renamed, re-created or given new properties anywhere
+    is derived again."""
+
+    record: object
+    name: str
+    uri: str
+    recorded: str
+    store: ObjectStore
+    commit_store: str | ManifestStore | None
+    root: str
+    properties: dict[str, str]
 
 
 class SharedStores:
     """The object stores and commit stores of a namespace's tables, each opened
     once and shared between requests (a commit store's connections are pooled)."""
 
+    MAX_TABLES = 4096
+
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self._object_stores: dict[str, ObjectStore] = {}
         self._manifest_stores: dict[str, ManifestStore] = {}
+        self._resolved: dict[tuple[str, str], Resolved] = {}
+
+    def resolve(self, ident: tuple[str, str]) -> Resolved:
+        """The table's row and what derives from it (see :class:`Resolved`);
+        one catalog lookup (a cached row costs the database's change counter)."""
+        record = self.catalog._snapshot(ident)
+        hit = self._resolved.get(ident)
+        if hit is not None and hit.record is record:
+            return hit
+        name, uri, recorded = f"{record.namespace}.{record.name}", record.uri, record.commit_store
+        store = self.object_store(uri)
+        props = {str(k): v if isinstance(v, str) else str(v) for k, v in _properties(record.properties).items()}
+        got = Resolved(record, name, uri, recorded, store, self.commit_store(recorded), root_relative(store), props)
+        if len(self._resolved) >= self.MAX_TABLES:
+            self._resolved.clear()
+        self._resolved[ident] = got
+        return got
 
     def object_store(self, uri: str) -> ObjectStore:
         store = self._object_stores.get(uri)
@@ -43,6 +90,7 @@ class SharedStores:
         for ms in self._manifest_stores.values():
             ms.close()
         self._manifest_stores.clear()
+        self._resolved.clear()
 
 
 class TableAccess:
@@ -51,13 +99,12 @@ class TableAccess:
     fresh per request, so no request inherits another's bound identity)."""
 
     def __init__(self, stores: SharedStores, ident: tuple[str, str]) -> None:
-        catalog = stores.catalog
+        table = stores.resolve(ident)
         self.ident = ident
-        self.name, self.uri, recorded = catalog._table_row(ident)
-        self.recorded = recorded
-        self.store = stores.object_store(self.uri)
-        self.handler: CommitHandler = open_handler(self.uri, stores.commit_store(recorded), catalog.retry)
-        self.root = root_relative(self.store)
+        self.name, self.uri, self.recorded = table.name, table.uri, table.recorded
+        self.store = table.store
+        self.handler: CommitHandler = open_handler(self.uri, table.commit_store, stores.catalog.retry)
+        self.root = table.root
         #: set once a commit asked the coordinator for its version (its outcome may be unknown from then on)
         self.asked = False
 
@@ -79,6 +126,13 @@ class TableAccess:
         """The latest version's entry (None for a declared table without
         versions), half-done commits finished first; one listing or one row."""
         entry = self.handler.latest_entry(self.store)
+        return None if entry is None else self.entry(entry)
+
+    def latest_to_build_on(self) -> TableVersion | None:
+        """The latest version for a writer about to build its commit on it
+        (:func:`tessera.commit.latest_to_build_on`: on local disk, two
+        ``stat``s confirm the version seen last instead of a listing)."""
+        entry = latest_to_build_on(self.handler, self.store)
         return None if entry is None else self.entry(entry)
 
     def latest_version(self) -> int:

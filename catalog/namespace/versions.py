@@ -30,7 +30,7 @@ from .tables import TableAccess
 def list_table_versions(t: TableAccess, request: ListTableVersionsRequest) -> ListTableVersionsResponse:
     """A page of the table's versions (the latest alone in one listing or row)."""
     if request.limit == 1 and request.descending and not request.page_token:
-        latest = t.latest()  # every open and append asks this: one listing (or row), no manifest read
+        latest = t.latest_to_build_on()  # every open and append asks this: no manifest read
         return ListTableVersionsResponse(versions=[] if latest is None else [latest])
     versions = t.handler.versions_after(t.store, 0) if t.latest() is not None else []
     if request.descending:

@@ -120,7 +120,10 @@ def latest_manifest(names: list[str]) -> tuple[int, str, NamingScheme] | None:
     manifest the smallest V2-long name that parses is the latest.  Anything
     else (V1 names present) takes the full scan."""
     v2 = [n for n in names if len(n) == _V2_NAME_LEN]
-    maybe_v1 = [n for n in names if len(n) < _V2_NAME_LEN and n.endswith(".manifest")]
+    if len(v2) < len(names):  # other names too (the hint file, staged manifests): V1 ones among them?
+        maybe_v1 = [n for n in names if len(n) < _V2_NAME_LEN and n.endswith(".manifest")]
+    else:
+        maybe_v1 = []
     if maybe_v1 and any(parse_manifest_name(n) for n in maybe_v1):
         versions, scheme = scan_versions(names)
         if not versions:
@@ -128,6 +131,12 @@ def latest_manifest(names: list[str]) -> tuple[int, str, NamingScheme] | None:
         latest = max(versions)
         assert scheme is not None  # versions were found
         return latest, versions[latest], scheme
+    if not v2:
+        return None
+    first = min(v2)  # the newest, unless a 29-character name is no manifest: then in order
+    parsed = parse_manifest_name(first)
+    if parsed is not None and parsed[0] >= 1:
+        return parsed[0], first, parsed[1]
     v2.sort()
     for name in v2:
         parsed = parse_manifest_name(name)
