@@ -496,11 +496,13 @@ class Catalog:
         since (:class:`_RowCache`); read again otherwise.  While it is served
         from the cache, every call returns the same record object (callers may
         key what they derive from it on its identity)."""
-        key = self._keys.get(ident) if type(ident) is tuple else None
-        if key is None:
-            key = self._ident(ident)
-            if type(ident) is tuple:
+        if isinstance(ident, tuple) and all(type(p) is str for p in ident):
+            key = self._keys.get(ident)
+            if key is None:
+                key = self._ident(ident)
                 self._keys.remember(ident, key)
+        else:
+            key = self._ident(ident)
         got = self._rows.get(key)
         if got is not None:
             return got

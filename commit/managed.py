@@ -160,13 +160,14 @@ class _Latest:
 
     Two savings for managed versioning, where pylance asks for the latest
     version before every append and then stages its commit on it:
-    :func:`latest_to_build_on` confirms the version seen with two ``stat``s
-    on local disk (it is there, the next one is not) instead of listing
-    ``_versions/``; and the lineage check of the next commit compares the
-    latest manifest's bytes with those accepted here instead of parsing them
-    again."""
+    :func:`latest_to_build_on` confirms the version seen (the hint file and
+    two ``stat``s on local disk) instead of listing ``_versions/``; and the
+    lineage check of the next commit compares the latest manifest's bytes
+    with those accepted here instead of parsing them again.  Bounded: 1,024
+    tables, and a manifest over 1 MiB is not kept (it is parsed again)."""
 
     MAX = 1024
+    MAX_MANIFEST_BYTES = 1 << 20
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -179,6 +180,8 @@ class _Latest:
             old = self._by_uri.get(uri)
             if data is None and old is not None and old[0] == entry:
                 return  # listed again: what was accepted stays known
+            if data is not None and len(data) > self.MAX_MANIFEST_BYTES:
+                data = mfile = None
             if len(self._by_uri) >= self.MAX:
                 self._by_uri.clear()
             self._by_uri[uri] = (entry, data, mfile)

@@ -130,8 +130,8 @@ class TableAccess:
 
     def latest_to_build_on(self) -> TableVersion | None:
         """The latest version for a writer about to build its commit on it
-        (:func:`tessera.commit.latest_to_build_on`: on local disk, two
-        ``stat``s confirm the version seen last instead of a listing)."""
+        (:func:`tessera.commit.latest_to_build_on`: on local disk, the hint
+        file and two ``stat``s confirm the version seen last instead of a listing)."""
         entry = latest_to_build_on(self.handler, self.store)
         return None if entry is None else self.entry(entry)
 
