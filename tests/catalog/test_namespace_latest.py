@@ -202,3 +202,43 @@ def test_an_append_lists_the_versions_once_and_parses_one_manifest(plugin, monke
         assert listings == ["_versions"], listings
         assert len(parses) == 1 and ".manifest-" in parses[0], parses
     assert _ids(cat) == [0, 1, 2, 3, 4, 5]
+
+
+_WRITER = """
+import sys
+import lance, lance_namespace, pyarrow as pa
+import tessera  # registers "tessera"
+warehouse, w, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ns = lance_namespace.connect("tessera", {"warehouse": warehouse, "commit_store": "native"})
+for k in range(n):
+    lance.write_dataset(pa.table({"i": pa.array([1000 * w + k], pa.int64())}),
+                        namespace_client=ns, table_id=["s", "t"], mode="append")
+ns.close()
+"""
+
+
+def test_processes_appending_through_their_own_plugins_and_by_uri_land_every_row_once(plugin):
+    """Three processes, each with its own plugin (and so its own idea of the
+    version seen last), and pylance by URI in this one, append at once: every
+    version the others made refutes what a plugin remembers, and every row is
+    in the table exactly once."""
+    import subprocess
+    import sys
+
+    ns, cat = plugin
+    lance.write_dataset(_col([-1]), namespace_client=ns, table_id=["s", "t"], mode="create")
+    warehouse = os.path.dirname(os.path.dirname(cat.table_info("s.t")["uri"]))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, warehouse, str(w), "8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for w in (1, 2, 3)
+    ]
+    uri = cat.table_info("s.t")["uri"]
+    for k in range(8):
+        lance.write_dataset(_col([4000 + k]), uri, mode="append")
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()[-3000:]
+    assert _append(ns, 9999).version == 34
+    assert _ids(cat) == sorted([-1, 9999] + [1000 * w + k for w in (1, 2, 3, 4) for k in range(8)])
