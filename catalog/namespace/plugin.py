@@ -64,7 +64,7 @@ from tessera.stores.registry import open_object_store
 from ..catalog import Catalog, connect
 from . import versions
 from .parsing import as_model, id_parts, page
-from .tables import SharedStores, TableAccess
+from .tables import SharedStores, TableAccess, str_props
 from .translate import translated
 
 __all__ = ["TesseraNamespace"]
@@ -388,4 +388,4 @@ class TesseraNamespace(LanceNamespace):
 
     @staticmethod
     def _str_props(props: dict[str, Any]) -> dict[str, str]:
-        return {str(k): v if isinstance(v, str) else str(v) for k, v in props.items()}
+        return str_props(props)

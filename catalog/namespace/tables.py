@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from lance_namespace import TableVersion
 from lance_namespace import errors as nserr
@@ -21,6 +22,11 @@ from tessera.stores.registry import open_manifest_store, open_object_store
 
 from ..catalog import Catalog, _properties
 from ..table.tags import Tags
+
+
+def str_props(props: dict[str, Any]) -> dict[str, str]:
+    """Properties as the namespace answers them: every value a string."""
+    return {str(k): v if isinstance(v, str) else str(v) for k, v in props.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +69,7 @@ class SharedStores:
             return hit
         name, uri, recorded = f"{record.namespace}.{record.name}", record.uri, record.commit_store
         store = self.object_store(uri)
-        props = {str(k): v if isinstance(v, str) else str(v) for k, v in _properties(record.properties).items()}
+        props = str_props(_properties(record.properties))
         got = Resolved(record, name, uri, recorded, store, self.commit_store(recorded), root_relative(store), props)
         if len(self._resolved) >= self.MAX_TABLES:
             self._resolved.clear()

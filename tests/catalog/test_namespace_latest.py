@@ -73,11 +73,10 @@ def _ids(cat) -> list[int]:
     return sorted(cat.load_table("s.t").to_arrow().column("i").to_pylist())
 
 
-def test_an_append_after_foreign_commits_and_a_cleanup_builds_on_the_true_latest(plugin):
-    """The version seen last (2) is kept by a tag; pylance by URI commits 3 and
-    4 and a clean-up removes 1 and 3: version 2 is there and 3 is not, but the
-    hint file says 4, so the plugin lists and answers 4 (no refused commit)."""
-    ns, cat = plugin
+def _seen_then_gone_by_uri(ns, cat) -> str:
+    """Versions 1 and 2 through the plugin (it remembers 2), 2 tagged, 3 and
+    4 by pylance by URI, then a clean-up keeps only 2 (tag) and 4 (latest);
+    the table's location."""
     lance.write_dataset(_col([1]), namespace_client=ns, table_id=["s", "t"], mode="create")
     ds = _append(ns, 2)
     ds.tags.create("keep", 2)
@@ -85,6 +84,15 @@ def test_an_append_after_foreign_commits_and_a_cleanup_builds_on_the_true_latest
     lance.write_dataset(_col([3]), uri, mode="append")
     ds = lance.write_dataset(_col([4]), uri, mode="append")
     ds.cleanup_old_versions(older_than=dt.timedelta(0), error_if_tagged_old_versions=False)
+    return uri
+
+
+def test_an_append_after_foreign_commits_and_a_cleanup_builds_on_the_true_latest(plugin):
+    """The version seen last (2) is kept by a tag; pylance by URI commits 3 and
+    4 and a clean-up removes 1 and 3: version 2 is there and 3 is not, but the
+    hint file says 4, so the plugin lists and answers 4 (no refused commit)."""
+    ns, cat = plugin
+    uri = _seen_then_gone_by_uri(ns, cat)
     names = os.listdir(os.path.join(uri, "_versions"))
     assert sorted(v for v, _ in (mf.parse_manifest_name(n) or (0, 0) for n in names) if v) == [2, 4]
     ns.creates.clear()
@@ -100,13 +108,7 @@ def test_a_lying_hint_costs_at_most_a_refused_commit_never_a_row(plugin):
     it is refused as out of order (nothing committed), and the listing that
     refused it corrects what the plugin remembers: every row is there once."""
     ns, cat = plugin
-    lance.write_dataset(_col([1]), namespace_client=ns, table_id=["s", "t"], mode="create")
-    ds = _append(ns, 2)
-    ds.tags.create("keep", 2)
-    uri = cat.table_info("s.t")["uri"]
-    lance.write_dataset(_col([3]), uri, mode="append")
-    ds = lance.write_dataset(_col([4]), uri, mode="append")
-    ds.cleanup_old_versions(older_than=dt.timedelta(0), error_if_tagged_old_versions=False)
+    uri = _seen_then_gone_by_uri(ns, cat)
     with open(os.path.join(uri, "_versions", "latest_version_hint.json"), "w") as f:
         json.dump({"version": 2}, f)
     ns.creates.clear()
