@@ -125,6 +125,14 @@ def accept_staged(
     txn = transaction_uuid(mfile)
     if txn is None:
         raise StagedManifestError("the staged manifest names no transaction")
+    claim = getattr(handler, "claim_staged", None)
+    if (
+        claim is not None
+        and version > 1
+        and _restored_version(mfile) is None
+        and claim(store, staged, data, mfile, scheme, txn, uri, on_ask)
+    ):
+        return _entry(version, final, len(data), mfile)
     latest_entry = handler.latest_entry(store)
     latest = 0 if latest_entry is None else latest_entry.version
     if latest_entry is not None and handler.kind == "native":

@@ -26,6 +26,7 @@ import hashlib
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from tessera.format.protos import table_pb2
@@ -75,6 +76,21 @@ log = logging.getLogger(__name__)
 #: tables whose foreign versions were reported at WARNING in this process (then DEBUG)
 _FOREIGN_REPORTED: set[str] = set()
 _FOREIGN_LOCK = threading.Lock()
+
+
+#: each table's incarnation as this process last read it from the store's rows,
+#: by (store identity, table key): the incarnation a staged manifest without
+#: Tessera's entries claims (see :meth:`ExternalCommitHandler.claim_staged`)
+_SEEN_INCARNATIONS: dict[tuple[str, str], str] = {}
+_SEEN_MAX = 4096
+
+
+def _saw_incarnation(ms: ManifestStore, table_key: str, incarnation: str) -> None:
+    key = (ms.identity(), table_key)
+    if _SEEN_INCARNATIONS.get(key) != incarnation:
+        if len(_SEEN_INCARNATIONS) >= _SEEN_MAX:
+            _SEEN_INCARNATIONS.clear()
+        _SEEN_INCARNATIONS[key] = incarnation
 
 
 def _report_foreign(uri: str, message: str, *args: object) -> None:
@@ -242,8 +258,13 @@ class ExternalCommitHandler(CommitsItself):
                 exc,
             )
 
-    def reserve(self, store: ObjectStore, record: VersionRecord, deadline: float | None = None) -> None:
-        """Reserve ``record``; on an ambiguous answer, read it back with patience."""
+    def reserve(
+        self, store: ObjectStore, record: VersionRecord, deadline: float | None = None, *, keep_refused: bool = False
+    ) -> None:
+        """Reserve ``record``; on an ambiguous answer, read it back with patience.
+        ``keep_refused``: when the store refuses the record's predecessor
+        (missing, or another incarnation's), keep the staged manifest (the
+        caller looks closer before it gives up)."""
         attempts = 0
         while True:
             attempts += 1
@@ -257,7 +278,8 @@ class ExternalCommitHandler(CommitsItself):
                 store.delete(record.path)  # unambiguous: another writer holds the version
                 raise CommitConflictError(record.version) from exc
             except IncarnationMismatchError:
-                store.delete(record.path)
+                if not keep_refused:
+                    store.delete(record.path)
                 raise
             except (AmbiguousStoreError, StoreUnavailableError) as exc:
                 row = self._read_back(record, deadline, exc)
@@ -364,6 +386,7 @@ class ExternalCommitHandler(CommitsItself):
         row = self.ms.latest(self.table_key)
         if row is None:
             raise TableNotFoundError(f"no table {self.table_key} in the manifest store {self.ms.identity()}")
+        _saw_incarnation(self.ms, self.table_key, row.incarnation)
         final = self._final_path(store, row)
         scheme = mf.parse_manifest_name(final.rsplit("/", 1)[-1])
         naming = scheme[1] if scheme else mf.NamingScheme.V2
@@ -516,6 +539,65 @@ class ExternalCommitHandler(CommitsItself):
         self.reserve(store, record, deadline)
         faults.point(faults.RESERVED)
         self.complete(store, record, paths.manifest_path(version, scheme), data, deadline)
+
+    def claim_staged(
+        self,
+        store: ObjectStore,
+        staged: str,
+        data: bytes,
+        mfile: mf.ManifestFile,
+        scheme: mf.NamingScheme,
+        txn_uuid: str,
+        uri: str,
+        on_ask: Callable[[], None] | None = None,
+    ) -> bool:
+        """Managed versioning's short way for a staged manifest of version 2
+        or later: reserve its row straight away (then publish and flip), the
+        store checking in that one atomic request what the long way reads the
+        latest row and manifest for: the version is free and its predecessor
+        exists and is the claimed incarnation's.  The incarnation claimed is
+        the staged manifest's own (pylance keeps the config of the manifest it
+        built on; its coordinator and store are checked first, as ``bind``
+        checks them) or, for a manifest without Tessera's entries, the one this
+        process last read from the table's rows (pylance lists the latest
+        version before it stages, so it is the one it built on unless the
+        table changed since).
+
+        False, with nothing written and the staged manifest kept, when the
+        store refused the predecessor (out of order, another incarnation, or no
+        incarnation known): the caller takes the long way, which says what is
+        wrong.  A version already taken is a :class:`CommitConflictError`
+        (unless it is this very manifest's: a re-send finishes it); otherwise
+        raises what :meth:`commit_staged` raises."""
+        manifest = mfile.manifest
+        was = self.incarnation, self.bound
+        if CONFIG_COORDINATOR in manifest.config:
+            if manifest.config.get(CONFIG_INCARNATION) is None:
+                return False
+            try:
+                self.bind(manifest, uri)  # the coordinator and store it names must be this handler's
+            except (CoordinatorMismatchError, StoreIdentityMismatchError, IncarnationMismatchError):
+                self.incarnation, self.bound = was
+                return False  # the long way checks the latest manifest, and says what is wrong
+        else:
+            seen = _SEEN_INCARNATIONS.get((self.ms.identity(), self.table_key))
+            if seen is None:
+                return False
+            self.incarnation, self.bound = seen, True
+        version = manifest.version
+        record = VersionRecord(self.table_key, version, staged, len(data), txn_uuid, self.incarnation)
+        faults.point(faults.CHECKED)
+        if on_ask is not None:
+            on_ask()
+        try:
+            self.reserve(store, record, keep_refused=True)
+        except IncarnationMismatchError:
+            self.incarnation, self.bound = was
+            return False
+        faults.point(faults.RESERVED)
+        _saw_incarnation(self.ms, self.table_key, self.incarnation)
+        self.complete(store, record, paths.manifest_path(version, scheme), data)
+        return True
 
 
 def _foreign_id(data: bytes) -> str:
