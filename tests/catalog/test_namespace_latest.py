@@ -149,6 +149,7 @@ def test_a_table_recreated_in_its_place_refuses_the_old_incarnations_commit(plug
         m.CopyFrom(base.manifest)
         m.version = version
         m.config[CONFIG_INCARNATION] = incarnation
+        m.timestamp.nanos = 999_999_999  # a varint of one length: both tables' version 2 have one size
         txn = new_transaction(version - 1)
         txn.append.SetInParent()
         final = paths.manifest_path(version, mf.NamingScheme.V2)
