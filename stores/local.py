@@ -60,6 +60,12 @@ def check_durability(mode: object) -> str:
     return mode
 
 
+def requested_durability() -> str | None:
+    """The durability a :func:`durability` block asks of this thread's
+    writes, or None outside one."""
+    return _DURABILITY.get()
+
+
 @contextlib.contextmanager
 def durability(mode: str) -> Iterator[None]:
     """Within the ``with`` block (this thread or task only), local writes use

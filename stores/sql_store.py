@@ -103,6 +103,7 @@ from .errors import (
     StoreUnavailableError,
     VersionExistsError,
 )
+from .local import requested_durability
 from .manifest_checks import check_bound, check_flip_paths, check_key, check_record, check_version
 from .manifest_store import ManifestStore, VersionRecord, predecessor_error
 from .sql_deadlines import CHECKOUT, WATCHDOG, Attempt, pg_socket
@@ -172,9 +173,10 @@ def _run(conn: Connection, stmt: Any, params: dict[str, Any]) -> int:
 def _sqlite_unsynced(conn: Connection, stmt: Any, params: dict[str, Any]) -> int:
     """Run ``stmt`` on SQLite with ``synchronous=NORMAL`` (in WAL mode: no
     fsync at its commit; the next ``FULL`` commit, a reservation, syncs the
-    WAL and this transaction with it).  For the flip only, which a crash may
-    lose harmlessly (the next reader finishes it).  The connection goes back
-    to ``FULL`` before it returns to the pool, or is discarded."""
+    WAL and this transaction with it).  For the flip, which a crash may lose
+    harmlessly (the next reader finishes it), and for a reservation under
+    durability "none".  The connection goes back to ``FULL`` before it
+    returns to the pool, or is discarded."""
     conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
     try:
         return _run(conn, stmt, params)
@@ -296,8 +298,12 @@ class SqlManifestStore(ManifestStore):
         check_record(record, max_id_chars=MAX_ID_CHARS)
         params = _reserve_params(record)
         what = f"reserve {record.table_key} v{record.version}"
+        # SQLite under durability "none" (the caller's: a table's setting or a
+        # block's): as the table's own files, the row is not synced at commit
+        # (a crash of the process loses nothing; a power loss may lose it)
+        run = _sqlite_unsynced if self._backend == "sqlite" and requested_durability() == "none" else _run
         try:
-            inserted = self._write(lambda c: c.execute(RESERVE, params).rowcount, what)
+            inserted = self._write(lambda c: run(c, RESERVE, params), what)
         except sa_exc.IntegrityError:
             existing = self.get(record.table_key, record.version)
             if existing is not None and existing.transaction_uuid == record.transaction_uuid:

@@ -22,6 +22,7 @@ ours, theirs, or unknown (:class:`CommitOutcomeUnknownError`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -41,6 +42,7 @@ from tessera.stores.errors import (
     StoreUnavailableError,
     VersionExistsError,
 )
+from tessera.stores.local import durability
 from tessera.stores.manifest_store import ManifestStore, VersionRecord
 from tessera.stores.object_store import ObjectStore
 
@@ -266,10 +268,13 @@ class ExternalCommitHandler(CommitsItself):
         (missing, or another incarnation's), keep the staged manifest (the
         caller looks closer before it gives up)."""
         attempts = 0
+        # a store that syncs its own writes (SQLite) follows the table's durability
+        unsynced = durability("none") if not getattr(store, "syncs", True) else contextlib.nullcontext()
         while True:
             attempts += 1
             try:
-                self.ms.reserve(record)
+                with unsynced:
+                    self.ms.reserve(record)
                 return
             except VersionExistsError as exc:
                 row = self._read_back(record, deadline, exc)
