@@ -6,7 +6,7 @@ Rust ``RestNamespace``) connects with
 token, ``"header.Authorization": "Bearer <token>"``.  Every route of the Lance
 REST Namespace spec that this server knows is one :class:`TesseraNamespace`
 call: the request is parsed with the spec's own pydantic models
-(``lance_namespace``), the call runs in Starlette's thread pool (it blocks on
+(``lance_namespace``), the call runs on the app's thread pool (it blocks on
 the catalog database and the object store), and the response model is
 serialised back (the routes, the status of each error code and the checks
 of ids and query parameters are :mod:`.routes`'s).  A method TesseraNamespace does not implement answers the
@@ -28,7 +28,9 @@ processes as it does between any writers.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import hmac
 import json
 import logging
@@ -36,6 +38,7 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +46,6 @@ from lance_namespace import errors as nserr
 from lance_namespace.errors import ErrorCode
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -210,9 +212,19 @@ async def _read_json(request: Request, limit: int) -> dict[str, Any]:
 class _App:
     """The namespace behind the routes, and what they share."""
 
+    #: threads for the namespace's blocking calls (the catalog database, the object store)
+    THREADS = 40
+
     def __init__(self, ns: TesseraNamespace, config: ServerConfig) -> None:
         self.ns = ns
         self.config = config
+        self.pool = ThreadPoolExecutor(self.THREADS, thread_name_prefix="tessera-serve")
+
+    async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on one of the pool's threads (the event loop's own
+        executor hand-over: about 60 us less per request than anyio's, with
+        its context copy and capacity limiter, on the development machine)."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(fn, *args))
 
     def endpoint(self, op: Op) -> Callable[[Request], Awaitable[Response]]:
         call = getattr(self.ns, op.call)
@@ -220,7 +232,7 @@ class _App:
         async def endpoint(request: Request) -> Response:
             try:
                 req = await self._request(op, request)
-                resp = await run_in_threadpool(call, req)  # blocking: the catalog database, the object store
+                resp = await self.blocking(call, req)
                 return self._reply(op, resp)
             except nserr.LanceNamespaceError as exc:
                 return self._failed(request, STATUS.get(exc.code, 500), exc.code, str(exc))
@@ -271,7 +283,7 @@ class _App:
             given = data.pop("id", None)
             if given is not None and given != ident:
                 raise invalid(f"the id in the body ({given!r}) is not the id in the path ({ident!r})")
-            answer = await run_in_threadpool(self.ns.serve_commit, ident, data)
+            answer = await self.blocking(self.ns.serve_commit, ident, data)
             return JSONResponse(answer)
         except Refused as exc:
             return self._failed(request, exc.status, exc.code, str(exc))
@@ -348,6 +360,7 @@ def create_app(config: ServerConfig, namespace: TesseraNamespace | None = None) 
         try:
             yield
         finally:
+            app_state.pool.shutdown(wait=True)  # the calls under way finish before the namespace closes
             if namespace is None:
                 ns.close()
 
