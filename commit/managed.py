@@ -43,7 +43,7 @@ from .errors import (
     VersionTakenError,
 )
 from .handlers.base import CommitHandler, VersionEntry
-from .lineage import incarnation_of, transaction_uuid
+from .lineage import foreign_base, fragment_files, incarnation_of, transaction_uuid
 from .operation import AlreadyCommitted, commit_transaction, rebase
 from .retry import DEFAULT_POLICY
 
@@ -156,6 +156,9 @@ def accept_staged(
     if on_ask is not None:
         on_ask()
     handler.commit_staged(store, version, staged, data, scheme, txn)
+    remember = getattr(handler, "remember_accepted", None)
+    if remember is not None:
+        remember(mfile)
     if handler.kind == "native":
         _latest_seen.remember(store.uri, VersionEntry(version, final, len(data)), data, mfile)
     return _entry(version, final, len(data), mfile)
@@ -282,9 +285,19 @@ def _check_lineage(
     built on) are the latest version's.  A restore carries the config of
     the version it restores instead (pylance copies that manifest, which
     may predate the table's incarnation, written before a Tessera writer
-    adopted one): that version of this table must carry the same."""
+    adopted one): that version of this table must carry the same.  A
+    latest version without an incarnation (a table pylance created) is
+    compared by its fragments' data files instead (:func:`lineage.foreign_base`)."""
     latest = current.manifest.version
     mine, theirs = incarnation_of(current.manifest), incarnation_of(staged.manifest)
+    if mine is None:
+        # a table without an incarnation (pylance created it): its data files tell
+        why = foreign_base(staged, fragment_files(current.manifest))
+        if why is not None:
+            raise IncarnationMismatchError(
+                f"the manifest for {label} version {staged.manifest.version} was not built on its version "
+                f"{latest} ({why}): the table was dropped and recreated since the writer read it"
+            )
     if mine is not None and theirs != mine:
         restored = _restored_version(staged)
         if restored is None or not 0 < restored <= latest:

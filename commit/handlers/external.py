@@ -23,6 +23,7 @@ ours, theirs, or unknown (:class:`CommitOutcomeUnknownError`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import threading
@@ -57,7 +58,7 @@ from ..errors import (
     UnrecoverableCommitError,
     VersionNotFoundError,
 )
-from ..lineage import CONFIG_INCARNATION, transaction_uuid, transaction_uuid_of
+from ..lineage import CONFIG_INCARNATION, foreign_base, fragment_files, transaction_uuid, transaction_uuid_of
 from ..retry import DEFAULT_POLICY, RetryPolicy
 from ..txn_files import repair_transaction_files
 from .base import (
@@ -80,19 +81,31 @@ _FOREIGN_REPORTED: set[str] = set()
 _FOREIGN_LOCK = threading.Lock()
 
 
-#: each table's incarnation as this process last read it from the store's rows,
-#: by (store identity, table key): the incarnation a staged manifest without
-#: Tessera's entries claims (see :meth:`ExternalCommitHandler.claim_staged`)
-_SEEN_INCARNATIONS: dict[tuple[str, str], str] = {}
+@dataclasses.dataclass(frozen=True)
+class _Seen:
+    """A table's latest version as this process last read or committed it
+    through a store: its incarnation and, when this process committed it,
+    its fragments' data files (:func:`lineage.fragment_files`)."""
+
+    incarnation: str
+    version: int
+    files: dict[int, frozenset[str]] | None = None
+
+
+#: by (store identity, table key): what a staged manifest without Tessera's
+#: entries is checked against and claims (see :meth:`ExternalCommitHandler.claim_staged`)
+_SEEN: dict[tuple[str, str], _Seen] = {}
 _SEEN_MAX = 4096
 
 
-def _saw_incarnation(ms: ManifestStore, table_key: str, incarnation: str) -> None:
+def _saw(ms: ManifestStore, table_key: str, seen: _Seen) -> None:
     key = (ms.identity(), table_key)
-    if _SEEN_INCARNATIONS.get(key) != incarnation:
-        if len(_SEEN_INCARNATIONS) >= _SEEN_MAX:
-            _SEEN_INCARNATIONS.clear()
-        _SEEN_INCARNATIONS[key] = incarnation
+    old = _SEEN.get(key)
+    if old is not None and seen.files is None and (old.incarnation, old.version) == (seen.incarnation, seen.version):
+        return  # the version committed here, listed since: its files are still known
+    if len(_SEEN) >= _SEEN_MAX:
+        _SEEN.clear()
+    _SEEN[key] = seen
 
 
 def _report_foreign(uri: str, message: str, *args: object) -> None:
@@ -391,7 +404,7 @@ class ExternalCommitHandler(CommitsItself):
         row = self.ms.latest(self.table_key)
         if row is None:
             raise TableNotFoundError(f"no table {self.table_key} in the manifest store {self.ms.identity()}")
-        _saw_incarnation(self.ms, self.table_key, row.incarnation)
+        _saw(self.ms, self.table_key, _Seen(row.incarnation, row.version))
         final = self._final_path(store, row)
         scheme = mf.parse_manifest_name(final.rsplit("/", 1)[-1])
         naming = scheme[1] if scheme else mf.NamingScheme.V2
@@ -563,17 +576,19 @@ class ExternalCommitHandler(CommitsItself):
         exists and is the claimed incarnation's.  The incarnation claimed is
         the staged manifest's own (pylance keeps the config of the manifest it
         built on; its coordinator and store are checked first, as ``bind``
-        checks them) or, for a manifest without Tessera's entries, the one this
-        process last read from the table's rows (pylance lists the latest
-        version before it stages, so it is the one it built on unless the
-        table changed since).
+        checks them).  A manifest without Tessera's entries (a table pylance
+        created) claims the incarnation of the version this process committed
+        last, when that is the predecessor and the manifest keeps its
+        fragments (:func:`lineage.foreign_base`: a table recreated under the
+        writer is told by its data files).
 
         False, with nothing written and the staged manifest kept, when the
-        store refused the predecessor (out of order, another incarnation, or no
-        incarnation known): the caller takes the long way, which says what is
-        wrong.  A version already taken is a :class:`CommitConflictError`
-        (unless it is this very manifest's: a re-send finishes it); otherwise
-        raises what :meth:`commit_staged` raises."""
+        store refused the predecessor (out of order, another incarnation) or
+        nothing known here lets the short way decide: the caller takes the
+        long way, which reads the latest version and says what is wrong.  A
+        version already taken is a :class:`CommitConflictError` (unless it is
+        this very manifest's: a re-send finishes it); otherwise raises what
+        :meth:`commit_staged` raises."""
         manifest = mfile.manifest
         was = self.incarnation, self.bound
         if CONFIG_COORDINATOR in manifest.config:
@@ -585,10 +600,12 @@ class ExternalCommitHandler(CommitsItself):
                 self.incarnation, self.bound = was
                 return False  # the long way checks the latest manifest, and says what is wrong
         else:
-            seen = _SEEN_INCARNATIONS.get((self.ms.identity(), self.table_key))
-            if seen is None:
+            seen = _SEEN.get((self.ms.identity(), self.table_key))
+            if seen is None or seen.files is None or seen.version != manifest.version - 1:
                 return False
-            self.incarnation, self.bound = seen, True
+            if foreign_base(mfile, seen.files) is not None:
+                return False  # the long way reads the latest manifest and refuses it
+            self.incarnation, self.bound = seen.incarnation, True
         version = manifest.version
         record = VersionRecord(self.table_key, version, staged, len(data), txn_uuid, self.incarnation)
         faults.point(faults.CHECKED)
@@ -600,9 +617,15 @@ class ExternalCommitHandler(CommitsItself):
             self.incarnation, self.bound = was
             return False
         faults.point(faults.RESERVED)
-        _saw_incarnation(self.ms, self.table_key, self.incarnation)
         self.complete(store, record, paths.manifest_path(version, scheme), data)
+        self.remember_accepted(mfile)
         return True
+
+    def remember_accepted(self, mfile: mf.ManifestFile) -> None:
+        """``mfile`` is now this table's version (committed here): what the
+        short way of the next staged manifest checks it against."""
+        seen = _Seen(self.incarnation, mfile.manifest.version, fragment_files(mfile.manifest))
+        _saw(self.ms, self.table_key, seen)
 
 
 def _foreign_id(data: bytes) -> str:

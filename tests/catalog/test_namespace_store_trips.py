@@ -13,6 +13,7 @@ lands exactly once."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 
 import pyarrow as pa
@@ -111,7 +112,7 @@ class _Hooked(TesseraNamespace):
 
 def _forget(ns: TesseraNamespace, request) -> None:
     """As if pylance's listing ran in another process: no incarnation remembered."""
-    external._SEEN_INCARNATIONS.clear()
+    external._SEEN.clear()
 
 
 def _staged(request) -> str:
@@ -176,8 +177,8 @@ def test_a_wrong_remembered_incarnation_is_refused_by_the_store_and_the_long_way
     props, cat = warehouse
 
     def poison(ns, request) -> None:
-        for key in list(external._SEEN_INCARNATIONS):
-            external._SEEN_INCARNATIONS[key] = "an-incarnation-long-gone"
+        for key, seen in list(external._SEEN.items()):
+            external._SEEN[key] = dataclasses.replace(seen, incarnation="an-incarnation-long-gone")
 
     ns = _Hooked(store_calls, poison, **props)
     tid = ["b", "poisoned"]
