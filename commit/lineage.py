@@ -17,11 +17,11 @@ closes the race of a recreate happening while they are read.
 
 A table pylance created through a namespace has no incarnation: its
 manifests carry pylance's config only.  A staged manifest built on such a
-table's version ``N`` is compared with that version by its fragments
-(:func:`foreign_base`): the fragments its transaction does not name or
-carry are copies of version ``N``'s, with the same data files, whose names
-are random ids; a recreated table has other files under the same fragment
-ids, so a writer that read the old table is refused.
+table's version ``N`` is compared with that version by its first fragments
+(:func:`foreign_base`): those it keeps have version ``N``'s data files,
+whose names are random ids, and its new ones are numbered above ``N``'s; a
+recreated table has other files under the same fragment ids, so a writer
+that read the old table is refused.
 
 A manifest's transaction uuid - the inline transaction's, or the one in its
 ``transaction_file`` name (``{read_version}-{uuid}.txn``) - tells whose a
@@ -29,6 +29,9 @@ manifest at a final name is.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import itertools
 
 from google.protobuf.message import Message
 
@@ -83,67 +86,99 @@ def transaction_uuid_of(data: bytes) -> str | None:
 #: operations whose manifest replaces the table's fragments instead of building on them
 _REPLACING = frozenset({"overwrite", "restore"})
 
-
-def fragment_files(manifest) -> dict[int, frozenset[str]]:
-    """Each fragment's data file paths, by fragment id."""
-    return {f.id: frozenset(d.path for d in f.files) for f in manifest.fragments}
-
-
-#: the transaction fields whose fragments are existing ones (their ids are real)
-_EXISTING = frozenset({"updated_fragments", "old_fragments"})
+#: staged fragments :func:`foreign_base` compares (the first ones: bounded
+#: work on a table of many fragments; a recreated table differs from the start)
+SAMPLE = 256
 
 
-def _named(message, ids: set[int], files: set[str]) -> None:
-    """The fragments a transaction's operation names, found by walking its
-    message: the ids of the existing fragments it changes or removes, and
-    the data files of every fragment it carries (new or changed)."""
-    for field, value in message.ListFields():
-        if field.message_type is not None:
-            items = [value] if isinstance(value, Message) else value
-            if field.message_type.name == "DataFragment":
-                for frag in items:
-                    if field.name in _EXISTING:
-                        ids.add(frag.id)  # a new fragment's id may be a placeholder (pylance writes 0)
-                    files.update(d.path for d in frag.files)
-            else:
-                for item in items:
-                    _named(item, ids, files)
-        elif field.name.endswith("fragment_ids"):
-            ids.update(value)
-        elif field.name == "fragment_id":
-            ids.add(value)
+@dataclasses.dataclass(frozen=True)
+class FragmentSample:
+    """The first fragments of a version, what :func:`foreign_base` compares with."""
+
+    #: data file paths of the first ``2 * SAMPLE`` fragments, by fragment id
+    files: dict[int, frozenset[str]]
+    #: the highest fragment id the table had used (a writer numbers new fragments above it); None: unknown
+    max_id: int | None
+    #: whether ``files`` holds every fragment of the version
+    complete: bool
 
 
-def foreign_base(staged: mf.ManifestFile, base: dict[int, frozenset[str]]) -> str | None:
-    """Why the staged manifest cannot have been built on the version whose
-    fragments are ``base`` (:func:`fragment_files`), or None when nothing in
-    it says so.  A writer that built on that version copies every fragment
-    its transaction does not name or carry: each must be there with a data
-    file in common (data files are named by random ids: another table has
-    others), and each fragment there must be in the staged manifest unless
-    the transaction names it.  What tells a table dropped and recreated
-    under a writer when neither manifest records an incarnation (pylance's
-    own tables).  Overwrites and restores replace the fragments: not
-    checked; neither is a manifest without a transaction."""
+def fragment_sample(manifest) -> FragmentSample:
+    """What :func:`foreign_base` compares a staged manifest with (bounded work)."""
+    frags = manifest.fragments
+    files = {f.id: frozenset(d.path for d in f.files) for f in itertools.islice(frags, 2 * SAMPLE)}
+    complete = len(frags) <= 2 * SAMPLE
+    if manifest.HasField("max_fragment_id"):
+        max_id: int | None = manifest.max_fragment_id
+    else:
+        max_id = max(files, default=-1) if complete else None
+    return FragmentSample(files, max_id, complete)
+
+
+def _fragment_ids(txn, op: str) -> tuple[set[int], set[int]]:
+    """The ids of the existing fragments a transaction changes, and every
+    fragment id it mentions (its new fragments' ids may be placeholders:
+    pylance writes 0 in an append; a compaction's are ids reserved before),
+    found by walking it."""
+    changed: set[int] = set()
+    mentioned: set[int] = set()
+
+    def walk(message, existing: bool) -> None:
+        for field, value in message.ListFields():
+            if field.message_type is not None:
+                items = [value] if isinstance(value, Message) else value
+                if field.message_type.name == "DataFragment":
+                    ids = {f.id for f in items}
+                    mentioned.update(ids)
+                    if existing or field.name in ("updated_fragments", "old_fragments"):
+                        changed.update(ids)
+                else:
+                    for item in items:
+                        walk(item, existing)
+            elif field.name.endswith("fragment_ids"):
+                changed.update(value)
+                mentioned.update(value)
+            elif field.name == "fragment_id":
+                changed.add(value)
+                mentioned.add(value)
+
+    walk(getattr(txn, op), existing=op == "merge")  # a merge (added or cast columns) lists existing fragments
+    return changed, mentioned
+
+
+def foreign_base(staged: mf.ManifestFile, base: FragmentSample) -> str | None:
+    """Why the staged manifest cannot have been built on the version sampled
+    in ``base`` (:func:`fragment_sample`), or None when nothing in its first
+    :data:`SAMPLE` fragments says so.  A writer that built on that version
+    keeps its fragments (with their data files: a deletion vector or added
+    columns add to them) unless its transaction changes them, and numbers
+    new ones above the highest id that version had used.  So a fragment of
+    the staged manifest that is in that version must share a data file with
+    it unless the transaction names it as changed, and one that is not must
+    be numbered above it.  Data files are named by random ids: a table
+    dropped and recreated under the writer has other files under the same
+    fragment ids.  What tells such a table when neither manifest records an
+    incarnation (pylance's own tables).  Overwrites and restores replace the
+    fragments: not checked; neither is a manifest without a transaction."""
     txn = staged.transaction
     op = txn.WhichOneof("operation") if txn is not None else None
     if op is None or op in _REPLACING:
         return None
-    ids: set[int] = set()
-    files: set[str] = set()
-    _named(getattr(txn, op), ids, files)
-    present = set()
-    for frag in staged.manifest.fragments:
-        present.add(frag.id)
-        paths = {d.path for d in frag.files}
-        if frag.id in ids or paths & files:
-            continue  # the transaction's own (new or changed)
-        there = base.get(frag.id)
+    ids: tuple[set[int], set[int]] | None = None
+    for frag in itertools.islice(staged.manifest.fragments, SAMPLE):
+        there = base.files.get(frag.id)
         if there is None:
-            return f"its fragment {frag.id} is not in that version"
-        if there and not there & paths:
+            if base.max_id is not None and frag.id > base.max_id:
+                continue  # a new fragment
+            if not base.complete:
+                continue  # beyond the sample
+            ids = ids or _fragment_ids(txn, op)
+            if frag.id not in ids[1]:
+                return f"its fragment {frag.id} is not in that version, which numbered up to {base.max_id}"
+            continue  # the transaction's own (an id reserved before)
+        if not there or not there.isdisjoint(d.path for d in frag.files):
+            continue
+        ids = ids or _fragment_ids(txn, op)
+        if frag.id not in ids[0]:
             return f"its fragment {frag.id} has other data files than that version's"
-    for fid in base:
-        if fid not in present and fid not in ids:
-            return f"it lacks that version's fragment {fid}, which its transaction ({op}) does not remove"
     return None

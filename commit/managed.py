@@ -43,7 +43,7 @@ from .errors import (
     VersionTakenError,
 )
 from .handlers.base import CommitHandler, VersionEntry
-from .lineage import foreign_base, fragment_files, incarnation_of, transaction_uuid
+from .lineage import foreign_base, fragment_sample, incarnation_of, transaction_uuid
 from .operation import AlreadyCommitted, commit_transaction, rebase
 from .retry import DEFAULT_POLICY
 
@@ -292,7 +292,7 @@ def _check_lineage(
     mine, theirs = incarnation_of(current.manifest), incarnation_of(staged.manifest)
     if mine is None:
         # a table without an incarnation (pylance created it): its data files tell
-        why = foreign_base(staged, fragment_files(current.manifest))
+        why = foreign_base(staged, fragment_sample(current.manifest))
         if why is not None:
             raise IncarnationMismatchError(
                 f"the manifest for {label} version {staged.manifest.version} was not built on its version "

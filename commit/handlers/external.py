@@ -58,7 +58,14 @@ from ..errors import (
     UnrecoverableCommitError,
     VersionNotFoundError,
 )
-from ..lineage import CONFIG_INCARNATION, foreign_base, fragment_files, transaction_uuid, transaction_uuid_of
+from ..lineage import (
+    CONFIG_INCARNATION,
+    FragmentSample,
+    foreign_base,
+    fragment_sample,
+    transaction_uuid,
+    transaction_uuid_of,
+)
 from ..retry import DEFAULT_POLICY, RetryPolicy
 from ..txn_files import repair_transaction_files
 from .base import (
@@ -84,12 +91,13 @@ _FOREIGN_LOCK = threading.Lock()
 @dataclasses.dataclass(frozen=True)
 class _Seen:
     """A table's latest version as this process last read or committed it
-    through a store: its incarnation and, when this process committed it,
-    its fragments' data files (:func:`lineage.fragment_files`)."""
+    through a store: its incarnation and, when this process committed it
+    from a manifest without Tessera's entries, its first fragments
+    (:func:`lineage.fragment_sample`)."""
 
     incarnation: str
     version: int
-    files: dict[int, frozenset[str]] | None = None
+    files: FragmentSample | None = None
 
 
 #: by (store identity, table key): what a staged manifest without Tessera's
@@ -624,8 +632,9 @@ class ExternalCommitHandler(CommitsItself):
     def remember_accepted(self, mfile: mf.ManifestFile) -> None:
         """``mfile`` is now this table's version (committed here): what the
         short way of the next staged manifest checks it against."""
-        seen = _Seen(self.incarnation, mfile.manifest.version, fragment_files(mfile.manifest))
-        _saw(self.ms, self.table_key, seen)
+        manifest = mfile.manifest
+        sample = None if CONFIG_COORDINATOR in manifest.config else fragment_sample(manifest)
+        _saw(self.ms, self.table_key, _Seen(self.incarnation, manifest.version, sample))
 
 
 def _foreign_id(data: bytes) -> str:
