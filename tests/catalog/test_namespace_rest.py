@@ -209,6 +209,13 @@ def test_namespaces_tables_and_unsupported_routes(server, cat):
     _error(server.http("GET", "/v1/nothing"), 404, 0)
     _error(server.http("POST", "/v1/table/meta%24back/declare/"), 404, 0)  # no redirect
     _error(server.http("GET", "/v1/table/meta%24back/describe"), 405, 0)
+    assert server.http("GET", "/v1/table/meta%24back/describe")[2]["allow"] == "POST"
+    _error(server.http("POST", "/v1/namespace/meta/table/list"), 405, 0)
+    assert server.http("POST", "/v1/namespace/meta/table/list")[2]["allow"] == "GET, HEAD"
+    status, body, headers = server.http("HEAD", "/v1/namespace/meta/table/list")  # a GET route answers HEAD
+    assert status == 200 and body is None and int(headers["content-length"]) > 0
+    for odd in ("/v1/table//describe", "/v2/table/meta%24back/describe", "/v1/table/meta%24back", "/"):
+        _error(server.http("POST", odd, {}), 404, 0)
     assert sorted(cat.list_tables("meta")) == ["meta.back", "meta.t2"]
 
 
