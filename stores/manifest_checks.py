@@ -17,14 +17,26 @@ from .uri import normalize_table_uri
 MAX_KEY_BYTES = 2048
 
 
+#: keys that passed :func:`check_key` (a pure function of the string): every
+#: store call checks its key, and a commit makes several (bounded)
+_CHECKED_KEYS: set[str] = set()
+_CHECKED_MAX = 4096
+
+
 def check_key(table_key: str) -> str:
     """A normalised table key (InvalidURIError otherwise)."""
+    if type(table_key) is str and table_key in _CHECKED_KEYS:
+        return table_key
     if not isinstance(table_key, str) or not table_key:
         raise InvalidURIError(f"table key must be a non-empty string, got {table_key!r}")
     if normalize_table_uri(table_key) != table_key:
         raise InvalidURIError(f"table key {table_key!r} is not normalised; pass it through normalize_table_uri()")
     if len(table_key.encode("utf-8")) > MAX_KEY_BYTES:
         raise InvalidURIError(f"table key is longer than {MAX_KEY_BYTES} bytes")
+    if type(table_key) is str:  # not a subclass, whose equality could differ
+        if len(_CHECKED_KEYS) >= _CHECKED_MAX:
+            _CHECKED_KEYS.clear()
+        _CHECKED_KEYS.add(table_key)
     return table_key
 
 
