@@ -88,7 +88,7 @@ _REPLACING = frozenset({"overwrite", "restore"})
 
 #: staged fragments :func:`foreign_base` compares (the first ones: bounded
 #: work on a table of many fragments; a recreated table differs from the start)
-SAMPLE = 256
+SAMPLE = 16
 
 
 @dataclasses.dataclass(frozen=True)
