@@ -377,7 +377,9 @@ class _Routes:
     with another method 405 (``Allow`` names the route's), both code 0.
     ``close`` runs when the server shuts down (ASGI lifespan)."""
 
-    def __init__(self, endpoints: list[tuple[_Route, Callable[[Request], Awaitable[Response]]]], close) -> None:
+    def __init__(
+        self, endpoints: list[tuple[_Route, Callable[[Request], Awaitable[Response]]]], close: Callable[[], None]
+    ) -> None:
         self.routes = {_route_key(route.path): (route, endpoint) for route, endpoint in endpoints}
         self.close = close
 

@@ -90,8 +90,8 @@ def test_an_append_asks_the_store_three_times(warehouse, store_calls):
 
 
 class _Hooked(TesseraNamespace):
-    """Runs ``before(request)`` just before each create_table_version and
-    records the store requests each create made."""
+    """Runs ``before(namespace, request)`` just before each
+    create_table_version and records the store requests each create made."""
 
     def __init__(self, counts: collections.Counter, before=None, **props: str) -> None:
         super().__init__(**props)
