@@ -355,9 +355,13 @@ def accept_transaction(
     affected_rows: dict[int, np.ndarray] | None = None,
     seconds: float | None = None,
     label: str = "",
+    base_transaction: str | None = None,
 ) -> VersionEntry:
     """Commit ``txn``, which a client built on ``read_version`` of the table
-    (a served commit); returns the version's entry.  Checked against every
+    (a served commit); returns the version's entry.  ``base_transaction``:
+    the uuid of the transaction that made the version the client read; when
+    this table's ``read_version`` is another's, the table was dropped and
+    recreated since the client read it, and the commit is refused.  Checked against every
     version since ``read_version`` first (a request sent again finds its own
     transaction there and gets that version back), then committed by the
     table's handler, rebased on whatever wins meanwhile, within the handler's
@@ -366,6 +370,7 @@ def accept_transaction(
     Raises:
         ServedCommitRequestError: the transaction cannot be a served commit.
         BaseVersionGoneError: ``read_version`` was cleaned up (re-run on the latest).
+        IncarnationMismatchError: ``read_version`` is not the version the client read.
         and whatever :func:`commit_transaction` raises."""
     op = txn.WhichOneof("operation")
     if op is None or not txn.uuid:
@@ -384,6 +389,11 @@ def accept_transaction(
         base = handler.load(store, read_version)
     except VersionNotFoundError:
         raise BaseVersionGoneError(read_version, f"version {read_version} of {label} is gone") from None
+    if base_transaction is not None and transaction_uuid(base) not in (None, base_transaction):
+        raise IncarnationMismatchError(
+            f"version {read_version} of {label} is not the one the writer read (transaction "
+            f"{transaction_uuid(base)}, not {base_transaction}): the table was dropped and recreated since; reopen it"
+        )
     handler.bind(base.manifest, store.uri)
     try:
         # every version since the client's read at once: its own transaction

@@ -19,7 +19,12 @@ the Lance REST Namespace routes) and :class:`InProcessServedCommits` (a
 Request (JSON): ``read_version``, ``transaction`` (the Transaction protobuf,
 base64), ``affected_rows`` (fragment id -> the row offsets the transaction
 deletes in it, little-endian uint64, base64; only for deletes and updates),
-``seconds`` (the client's remaining time).  Reply: ``version``,
+``seconds`` (the client's remaining time), ``base_transaction`` (the uuid of
+the transaction that made the version the client read: the server refuses
+the commit with IncarnationMismatchError when its version ``read_version``
+is another transaction's, a table dropped and recreated since the client
+read it; a server from before this field refuses it as unknown, and the
+client sends again without it).  Reply: ``version``,
 ``manifest_path`` (relative to the store's root, as the namespace names
 manifests) and ``manifest_size``; an error is ``{"error", "code",
 "tessera_error"}`` with the name of the Tessera error class, raised again as
@@ -71,6 +76,7 @@ __all__ = [
     "ServedRequest",
     "decode_served_request",
     "encode_served_request",
+    "refuses_base_transaction",
     "served_error_name",
 ]
 
@@ -133,6 +139,8 @@ class ServedRequest:
     read_version: int
     affected_rows: dict[int, np.ndarray] | None
     seconds: float | None
+    #: the transaction uuid of the version the client read (None: not sent)
+    base_transaction: str | None = None
 
 
 def encode_served_request(
@@ -140,6 +148,7 @@ def encode_served_request(
     read_version: int,
     affected_rows: dict[int, np.ndarray] | None,
     seconds: float | None,
+    base_transaction: str | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "read_version": int(read_version),
@@ -152,7 +161,14 @@ def encode_served_request(
         }
     if seconds is not None:
         body["seconds"] = max(0.0, float(seconds))
+    if base_transaction:
+        body["base_transaction"] = base_transaction
     return body
+
+
+def refuses_base_transaction(exc: BaseException) -> bool:
+    """Whether ``exc`` is a server from before ``base_transaction`` refusing that field."""
+    return isinstance(exc, ServedCommitRequestError) and "unknown fields base_transaction" in str(exc)
 
 
 def _bad(message: str) -> ServedCommitRequestError:
@@ -163,7 +179,7 @@ def decode_served_request(body: Any) -> ServedRequest:
     """A request body as the server reads it; ServedCommitRequestError names what is wrong."""
     if not isinstance(body, dict):
         raise _bad("the body must be a JSON object")
-    unknown = sorted(set(body) - {"id", "read_version", "transaction", "affected_rows", "seconds"})
+    unknown = sorted(set(body) - {"id", "read_version", "transaction", "affected_rows", "seconds", "base_transaction"})
     if unknown:
         raise _bad(f"unknown fields {', '.join(unknown)}")
     version = body.get("read_version")
@@ -194,7 +210,10 @@ def decode_served_request(body: Any) -> ServedRequest:
     seconds = body.get("seconds")
     if seconds is not None and (not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0):
         raise _bad(f"seconds must be a non-negative number, got {seconds!r}")
-    return ServedRequest(txn, version, affected, None if seconds is None else float(seconds))
+    base = body.get("base_transaction")
+    if base is not None and (not isinstance(base, str) or not 0 < len(base) <= 256 or not base.isprintable()):
+        raise _bad(f"base_transaction must be a transaction uuid, got {base!r}"[:300])
+    return ServedRequest(txn, version, affected, None if seconds is None else float(seconds), base)
 
 
 # -- the client's transports -----------------------------------------------------------------

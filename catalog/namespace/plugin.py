@@ -375,6 +375,7 @@ class TesseraNamespace(LanceNamespace):
                 affected_rows=request.affected_rows,
                 seconds=request.seconds,
                 label=t.name,
+                base_transaction=request.base_transaction,
             )
         entry = t.entry(version)
         return {"version": entry.version, "manifest_path": entry.manifest_path, "manifest_size": entry.manifest_size}

@@ -36,12 +36,19 @@ from ..errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,
     NamespaceError,
+    ServedCommitRequestError,
     TableNotFoundError,
     VersionNotFoundError,
 )
 from ..lineage import transaction_uuid, transaction_uuid_of
 from ..retry import DEFAULT_POLICY, RetryPolicy
-from ..served import HttpServedCommits, InProcessServedCommits, ServedCommits, encode_served_request
+from ..served import (
+    HttpServedCommits,
+    InProcessServedCommits,
+    ServedCommits,
+    encode_served_request,
+    refuses_base_transaction,
+)
 from ..txn_files import repair_transaction_files
 from .base import VersionEntry
 
@@ -151,6 +158,8 @@ class NamespaceCommitHandler:
     ) -> None:
         self.ns = namespace
         self.served = served
+        #: the server refused ``base_transaction`` (it is from before it): not sent to it again
+        self.served_legacy = False
         self.table_id = list(table_id)
         self.table_key = "$".join(self.table_id)
         self.policy = policy or DEFAULT_POLICY
@@ -206,10 +215,20 @@ class NamespaceCommitHandler:
         if self.served is None:
             return None
         served = self.served
+        base_txn = transaction_uuid(base)
 
         def send() -> dict[str, Any] | None:
             left = deadline - time.monotonic()
-            return served.send(self.table_id, encode_served_request(txn, base.version, affected_rows, left), left)
+            sent_base = None if self.served_legacy else base_txn
+            body = encode_served_request(txn, base.version, affected_rows, left, sent_base)
+            try:
+                return served.send(self.table_id, body, left)
+            except ServedCommitRequestError as exc:
+                if sent_base is None or not refuses_base_transaction(exc):
+                    raise
+                self.served_legacy = True  # a server from before base_transaction: not sent again
+                body.pop("base_transaction")
+                return served.send(self.table_id, body, left)
 
         try:
             answer = self.policy.read_back(send, deadline)

@@ -263,3 +263,52 @@ def test_deletes_of_one_fragment_by_two_stale_writers_are_merged_by_the_server(s
     assert asked == [("POST", COMMIT_ROUTE, 200)] * 2, asked
     assert _rows(server, tid) == [0, 4, 5, 6, 7, 8, 9]
     assert b.version == 3 and b.count_rows() == 7
+
+
+def test_a_writer_from_before_a_drop_and_recreate_is_refused(server):
+    """A Tessera writer holds version 1 of a table; the table is dropped and
+    created again at its place (version 1 again, another transaction): the
+    writer's served commit names the transaction of the version it read, and
+    the server refuses it (before, the append landed in the new table)."""
+    tid = _new_table(server, "recreated", [1])
+    stale = tessera.Table.open("recreated.t", namespace=server.uri, namespace_properties=AUTH)
+    cat = tessera.connect(warehouse=server.warehouse)
+    try:
+        cat.drop_table("recreated.t", purge=True)
+    finally:
+        cat.close()
+    lance.write_dataset(pa.table({"i": [10]}), namespace_client=server.client(), table_id=tid, mode="create")
+    with pytest.raises(tessera.errors.IncarnationMismatchError, match="dropped and recreated"):
+        stale.append(pa.table({"i": [2]}))
+    assert _rows(server, tid) == [10]
+    fresh = tessera.Table.open("recreated.t", namespace=server.uri, namespace_properties=AUTH)
+    fresh.append(pa.table({"i": [11]}))
+    assert _rows(server, tid) == [10, 11] and fresh.version == 2
+    bad = {**encode_served_request(transaction_pb2.Transaction(read_version=1, uuid="b" * 32), 1, None, None)}
+    for base in (7, "", "x" * 300):
+        got = server.http("POST", "/v1/table/recreated%24t/tessera/commit", {**bad, "base_transaction": base})
+        assert (got[0], got[1].get("tessera_error")) == (400, "ServedCommitRequestError"), (base, got)
+
+
+def test_a_server_from_before_base_transaction_gets_requests_without_it(server):
+    """An older server refuses the field as unknown: the client sends the
+    request again without it, and leaves it out from then on."""
+    from tessera.commit.errors import ServedCommitRequestError
+
+    tid = _new_table(server, "older", [1])
+    t = tessera.Table.open("older.t", namespace=server.uri, namespace_properties=AUTH)
+    real = t._handler.served
+    bodies: list[set[str]] = []
+
+    class Older:
+        def send(self, table_id, body, timeout):
+            bodies.append(set(body))
+            if "base_transaction" in body:
+                raise ServedCommitRequestError("unknown fields base_transaction")
+            return real.send(table_id, body, timeout)
+
+    t._handler.served = Older()
+    t.append(pa.table({"i": [2]}))
+    t.append(pa.table({"i": [3]}))
+    assert ["base_transaction" in b for b in bodies] == [True, False, False]
+    assert _rows(server, tid) == [1, 2, 3]
