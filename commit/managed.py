@@ -389,7 +389,7 @@ def accept_transaction(
         base = handler.load(store, read_version)
     except VersionNotFoundError:
         raise BaseVersionGoneError(read_version, f"version {read_version} of {label} is gone") from None
-    if base_transaction is not None and transaction_uuid(base) not in (None, base_transaction):
+    if base_transaction is not None and transaction_uuid(base) != base_transaction:
         raise IncarnationMismatchError(
             f"version {read_version} of {label} is not the one the writer read (transaction "
             f"{transaction_uuid(base)}, not {base_transaction}): the table was dropped and recreated since; reopen it"
