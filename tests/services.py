@@ -7,6 +7,7 @@ tests that need it are skipped with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -430,6 +431,31 @@ class TesseraServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+
+
+@contextlib.contextmanager
+def namespace_warehouse(request, tmp_path, store: str, namespace: str):
+    """(namespace properties, the catalog) of a warehouse whose tables commit
+    through ``store`` ("native", "catalog", or "redis" / "postgres": that
+    service's fixture), with the namespace ``namespace`` created; its tables
+    are dropped and purged afterwards."""
+    import lance_namespace
+
+    import tessera
+
+    if store in ("redis", "postgres"):
+        store = request.getfixturevalue(f"{store}_url")
+    props = {"warehouse": str(tmp_path / "wh"), "commit_store": store}
+    ns = lance_namespace.connect("tessera", props)
+    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=[namespace]))
+    cat = tessera.connect(warehouse=props["warehouse"])
+    try:
+        yield props, cat
+    finally:
+        for name in cat.list_tables(namespace):
+            cat.drop_table(name, purge=True)
+        cat.close()
+        ns.close()
 
 
 def run_in_threads(target, n: int, timeout: float = 120) -> list[BaseException]:

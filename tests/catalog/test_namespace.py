@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
-from tessera_test_services import run_in_threads
+from tessera_test_services import namespace_warehouse, run_in_threads
 
 import tessera
 from tessera.catalog.namespace import TesseraNamespace
@@ -24,18 +24,8 @@ COORDINATORS = ["native", "catalog", "redis", "postgres"]
 @pytest.fixture(params=COORDINATORS)
 def warehouse(request, tmp_path):
     """(namespace properties, the catalog) for a warehouse whose tables use one coordinator."""
-    store = request.param
-    if store in ("redis", "postgres"):
-        store = request.getfixturevalue(f"{store}_url")
-    props = {"warehouse": str(tmp_path / "wh"), "commit_store": store}
-    ns = lance_namespace.connect("tessera", props)
-    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["sales"]))
-    cat = tessera.connect(warehouse=props["warehouse"])
-    yield props, cat
-    for name in cat.list_tables("sales"):
-        cat.drop_table(name, purge=True)
-    cat.close()
-    ns.close()
+    with namespace_warehouse(request, tmp_path, request.param, "sales") as got:
+        yield got
 
 
 def _ns(props: dict) -> TesseraNamespace:

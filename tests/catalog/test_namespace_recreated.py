@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from tessera_test_services import namespace_warehouse
 
 import tessera
 
@@ -19,16 +20,8 @@ lance_namespace = pytest.importorskip("lance_namespace")
 
 @pytest.fixture(params=["native", "catalog", "redis"])
 def props(request, tmp_path):
-    store = request.param if request.param != "redis" else request.getfixturevalue("redis_url")
-    props = {"warehouse": str(tmp_path / "wh"), "commit_store": store}
-    ns = lance_namespace.connect("tessera", props)
-    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["s"]))
-    yield props
-    cat = tessera.connect(warehouse=props["warehouse"])
-    for name in cat.list_tables("s"):
-        cat.drop_table(name, purge=True)
-    cat.close()
-    ns.close()
+    with namespace_warehouse(request, tmp_path, request.param, "s") as (props, _):
+        yield props
 
 
 def _col(values: list[int]) -> pa.Table:

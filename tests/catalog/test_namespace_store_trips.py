@@ -18,8 +18,8 @@ import os
 
 import pyarrow as pa
 import pytest
+from tessera_test_services import namespace_warehouse
 
-import tessera
 from tessera.catalog.namespace import TesseraNamespace
 from tessera.commit.handlers import external
 from tessera.format.table import manifest as mf
@@ -35,18 +35,8 @@ _CALLS = ("reserve", "flip", "adopt", "get", "latest", "versions_after", "delete
 
 @pytest.fixture(params=["catalog", "redis", "postgres"])
 def warehouse(request, tmp_path):
-    store = request.param
-    if store != "catalog":
-        store = request.getfixturevalue(f"{store}_url")
-    props = {"warehouse": str(tmp_path / "wh"), "commit_store": store}
-    ns = lance_namespace.connect("tessera", props)
-    ns.create_namespace(lance_namespace.CreateNamespaceRequest(id=["b"]))
-    cat = tessera.connect(warehouse=props["warehouse"])
-    yield props, cat
-    for name in cat.list_tables("b"):
-        cat.drop_table(name, purge=True)
-    cat.close()
-    ns.close()
+    with namespace_warehouse(request, tmp_path, request.param, "b") as got:
+        yield got
 
 
 @pytest.fixture
