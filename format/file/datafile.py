@@ -219,6 +219,8 @@ class FileReader:
         self.open_sidecar: blob.SidecarOpener | None = (
             blob.local_sidecar_opener(self.io.path) if isinstance(self.io, LocalFileReader) else None
         )
+        #: whose opener ``open_sidecar`` is (a table's store, once one sets it)
+        self.sidecar_owner: object = None
         if key is not None and remember:
             _remember(key, parsed)
 

@@ -348,6 +348,8 @@ class FragmentReader:
 
     #: readers of other fields of the same fragment (see :meth:`subset`), by field ids
     _subsets: dict = field(default_factory=dict)
+    #: (data file, column) of each field id, None where a file drops it (see :meth:`_locate`)
+    _where: dict | None = None
 
     def subset(self, fields: list[lschema.LanceField]) -> FragmentReader:
         """A reader of ``fields`` of the same fragment sharing this one's open
@@ -449,7 +451,9 @@ class FragmentReader:
                     r.path,
                     f"data file has {r.num_rows} rows, its fragment says {self.fragment.physical_rows} (physical_rows)",
                 )
-            r.open_sidecar = sidecar_opener(self.store, path)
+            if r.sidecar_owner is not self.store:  # a cached reader: set once per store
+                r.open_sidecar = sidecar_opener(self.store, path)
+                r.sidecar_owner = self.store
             self._readers[df.path] = r
         return r
 
@@ -466,6 +470,19 @@ class FragmentReader:
         return i
 
     def _locate(self, f: lschema.LanceField) -> tuple[table_pb2.DataFile, int] | None:
+        if not f.children:  # a leaf: where every field id is, found in one pass over the files
+            where = self._where
+            if where is None:
+                where = self._where = {}
+                for df in self.fragment.files:  # a later file's entry replaces an earlier one's
+                    seen: dict[int, tuple[table_pb2.DataFile, int] | None] = {}
+                    cols = df.column_indices
+                    for pos, fid in enumerate(df.fields):
+                        if fid not in seen:  # the first position of an id in a file counts
+                            col = cols[pos] if len(cols) > pos else pos
+                            seen[fid] = None if col < 0 else (df, col)
+                    where.update(seen)
+            return where.get(f.id)
         ids = _subtree_ids(f)
         for df in reversed(self.fragment.files):  # later files win (data replacement)
             for pos, fid in enumerate(df.fields):

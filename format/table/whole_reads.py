@@ -58,6 +58,9 @@ def _whole_pages(r: FileReader, i: int) -> tuple[v21decoder.FieldDecoder, tuple]
 
 #: pages of one field decoded together at most (then their bytes are let go)
 RUN_PAGES = 64
+#: the same for a take, whose pages hold only the chunks of the rows taken
+#: (views of the files' bytes where they are mapped)
+TAKE_RUN_PAGES = 1024
 
 
 class _Field:
@@ -92,7 +95,7 @@ class _Field:
             else:  # taken pages are all joinable (take_whole checks)
                 self.pieces.append(p.decode(0, p.num_rows, item[1]))
         self.files.append((path, rows, taken))
-        if len(self.pending) >= RUN_PAGES:
+        if len(self.pending) >= (TAKE_RUN_PAGES if taken is not None else RUN_PAGES):
             self._decode_pending()
 
     def add_array(self, arr: pa.Array) -> None:
@@ -150,6 +153,22 @@ def _checked(f: lschema.LanceField, files: list, arr: pa.Array) -> pa.Array:
     return pa.concat_arrays(out)
 
 
+def _field_pages(reader: FragmentReader, r: FileReader, col: int, f: lschema.LanceField):
+    """``(file field index, _whole_pages, which pages a take may join)`` of the
+    table's field ``f`` stored at column ``col`` of data file ``r``: kept with
+    the file reader (a held table's takes plan the same fields of the same
+    files again and again)."""
+    memo = r.__dict__.setdefault("_whole_fields", {})
+    key = (col, f.id)
+    hit = memo.get(key)
+    if hit is None:
+        i = reader._file_field(r, col, f)
+        got = _whole_pages(r, i)
+        takes = tuple(joinable(p, p) for p in got[1]) if got is not None else ()
+        hit = memo[key] = (i, got, takes)
+    return hit
+
+
 def _plan(reader: FragmentReader, fields: list[_Field], taken: np.ndarray | None):
     """For one fragment: per data file, the fields read as whole (or planned
     take) pages, and the fields read the ordinary way."""
@@ -168,11 +187,15 @@ def _plan(reader: FragmentReader, fields: list[_Field], taken: np.ndarray | None
             continue
         df, col = loc
         r = reader._reader(df)
-        i = reader._file_field(r, col, f)
-        got = _whole_pages(r, i)
+        i, got, takes = _field_pages(reader, r, col, f)
         if got is not None and taken is not None:
             groups = _page_rows(got[0], taken)
-            if groups is None or not all(joinable(got[1][g], got[1][g]) for g, _ in groups):
+            if groups is None:
+                got = None
+            elif len(groups) == 1:  # the usual: rows of one page
+                g, prows = groups[0]
+                got = (got[0], ((got[1][g], prows),)) if takes[g] else None
+            elif not all(takes[g] for g, _ in groups):
                 got = None
             else:
                 got = (got[0], tuple((got[1][g], rows) for g, rows in groups))
@@ -252,13 +275,14 @@ def take_whole(readers: Sequence[FragmentReader], rows: Sequence[np.ndarray]) ->
                     sizes.append(n)
             size = np.concatenate(sizes)
             data, starts = dec._read_pieces_at(np.concatenate(offs), size)  # every chunk, one request
+            starts_at, sizes_at = starts.tolist(), size.tolist()
             at = j = 0
             for acc, d, ps in todo:
                 items = []
                 for p, prows in ps:
                     plan = plans[j]
                     k = plan[0].size
-                    chunks = [data[s : s + n] for s, n in zip(starts[at : at + k].tolist(), size[at : at + k].tolist())]
+                    chunks = [data[s : s + n] for s, n in zip(starts_at[at : at + k], sizes_at[at : at + k])]
                     items.append((p, prows, plan, chunks))
                     at, j = at + k, j + 1
                 acc.add(d, d.path, m, items, taken=want)

@@ -104,6 +104,31 @@ def test_scans_and_takes_agree_with_pylance(small, groups, lance):
         assert len(groups) == 1  # one gathering, however many fragments
 
 
+def test_a_held_tables_takes_plan_each_files_field_once(small, monkeypatch, lance):
+    """A take over many small files plans (file, field) pairs: their pages and
+    whether they join are kept with the cached file reader, so a held table's
+    next take works out none of it again, and takes the same rows."""
+    calls: list[int] = []
+    real = whole_reads._whole_pages
+
+    def counted(r, i):
+        calls.append(i)
+        return real(r, i)
+
+    monkeypatch.setattr(whole_reads, "_whole_pages", counted)
+    ds = lance.dataset(small.uri)
+    rows = ds.count_rows()
+    cols = ["k", "f", "s", "maybe", "tag", "twice"]
+    for seed in (5, 6, 7):
+        picks = [int(x) for x in np.random.default_rng(seed).choice(rows, 150, replace=False)]
+        calls.clear()
+        assert same(small.take(picks, columns=cols), ds.take(picks, columns=cols))
+        if seed == 5:
+            assert len(calls) >= 29 * len(cols)  # every file's field planned on the first take
+        else:
+            assert calls == []  # and never again
+
+
 def test_takes_across_fragments_gather_every_fragment_at_once(small, groups, lance):
     ds = lance.dataset(small.uri)
     picks = [int(x) for x in np.random.default_rng(4).choice(ds.count_rows(), 300, replace=False)]

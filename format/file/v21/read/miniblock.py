@@ -317,6 +317,8 @@ class MiniBlockPage(PageBase):
         """``(chunks, slot, within)`` for sorted distinct ``rows``: the chunks
         holding them (ascending), each row's index into ``chunks`` and its
         position inside its chunk."""
+        if self.item_start is _ZERO:  # one chunk (a small page): every row is in it
+            return _ZERO, np.zeros(rows.size, dtype=np.int64), rows
         if rows.size == 1:  # one row (a take over many fragments): no array work
             k = int(np.searchsorted(self.item_start, rows[0], side="right")) - 1
             return np.array([k]), np.zeros(1, dtype=np.int64), rows - self.item_start[k]
@@ -359,6 +361,11 @@ class MiniBlockPage(PageBase):
         byte ranges in the file, as arrays."""
         plan = self._take_plan(rows)
         chunks = plan[0]
+        if chunks is _ZERO:  # the one chunk of a small page: its range, kept
+            got = self.__dict__.get("_one_chunk")
+            if got is None:
+                got = self._one_chunk = (np.array([self.buffers[1][0]], dtype=np.int64), self.chunk_bytes)
+            return (plan, *got)
         return plan, self.buffers[1][0] + self.chunk_off[chunks], self.chunk_bytes[chunks]
 
     def take_planned(self, rows: np.ndarray, plan, data: np.ndarray, base: np.ndarray) -> Piece:
@@ -509,11 +516,20 @@ def _take_joined(items: list) -> Piece:
     sizes = np.fromiter((d.size for d in datas), dtype=np.int64, count=len(datas))
     data = datas[0] if len(datas) == 1 else np.concatenate(datas)
     base = np.cumsum(sizes) - sizes
-    cbytes = np.concatenate([p.chunk_bytes[plan[0]] for p, _, plan, _ in items])
-    counts = np.concatenate([p.counts[plan[0]] for p, _, plan, _ in items])
-    first = np.cumsum([0] + [plan[0].size for _, _, plan, _ in items[:-1]])
-    slot = np.concatenate([plan[1] + int(f) for (_, _, plan, _), f in zip(items, first.tolist())])
-    within = np.concatenate([plan[2] for _, _, plan, _ in items])
+    if all(plan[0] is _ZERO for _, _, plan, _ in items):
+        # one chunk per page (small files): a chunk per item, its rows all in it
+        k = len(items)
+        cbytes = np.fromiter((p.chunk_bytes[0] for p, _, _, _ in items), dtype=np.int64, count=k)
+        counts = np.fromiter((p.num_items for p, _, _, _ in items), dtype=np.int64, count=k)
+        taken = np.fromiter((rows.size for _, rows, _, _ in items), dtype=np.int64, count=k)
+        slot = np.repeat(np.arange(k, dtype=np.int64), taken)
+        within = np.concatenate([plan[2] for _, _, plan, _ in items])
+    else:
+        cbytes = np.concatenate([p.chunk_bytes[plan[0]] for p, _, plan, _ in items])
+        counts = np.concatenate([p.counts[plan[0]] for p, _, plan, _ in items])
+        first = np.cumsum([0] + [plan[0].size for _, _, plan, _ in items[:-1]])
+        slot = np.concatenate([plan[1] + int(f) for (_, _, plan, _), f in zip(items, first.tolist())])
+        within = np.concatenate([plan[2] for _, _, plan, _ in items])
     first_value = np.cumsum(counts) - counts
     pos = first_value[slot] + within
     _, defs, vals, _, picked = p0._decode_at(data, base, cbytes, counts, pick=pos, at=(slot, within))
