@@ -319,17 +319,18 @@ class MiniBlockPage(PageBase):
         position inside its chunk."""
         if self.item_start is _ZERO:  # one chunk (a small page): every row is in it
             return _ZERO, np.zeros(rows.size, dtype=np.int64), rows
+        # (the arrays' own methods: numpy's functions of the same names add a Python call each)
         if rows.size == 1:  # one row (a take over many fragments): no array work
-            k = int(np.searchsorted(self.item_start, rows[0], side="right")) - 1
+            k = int(self.item_start.searchsorted(rows[0], side="right")) - 1
             return np.array([k]), np.zeros(1, dtype=np.int64), rows - self.item_start[k]
-        which = np.searchsorted(self.item_start, rows, side="right") - 1
+        which = self.item_start.searchsorted(rows, side="right") - 1
         n = which.size
         if n > 1:
             new = np.empty(n, dtype=bool)
             new[0] = True
             np.not_equal(which[1:], which[:-1], out=new[1:])
             chunks = which[new]
-            slot = np.cumsum(new) - 1
+            slot = new.cumsum(dtype=np.int64) - 1
         else:
             chunks, slot = which, np.zeros(n, dtype=np.int64)
         return chunks, slot, rows - self.item_start[which]
@@ -515,7 +516,7 @@ def _take_joined(items: list) -> Piece:
     datas = [c for _, _, _, chunks in items for c in chunks]
     sizes = np.fromiter((d.size for d in datas), dtype=np.int64, count=len(datas))
     data = datas[0] if len(datas) == 1 else np.concatenate(datas)
-    base = np.cumsum(sizes) - sizes
+    base = sizes.cumsum() - sizes
     if all(plan[0] is _ZERO for _, _, plan, _ in items):
         # one chunk per page (small files): a chunk per item, its rows all in it
         k = len(items)
@@ -525,12 +526,15 @@ def _take_joined(items: list) -> Piece:
         slot = np.repeat(np.arange(k, dtype=np.int64), taken)
         within = np.concatenate([plan[2] for _, _, plan, _ in items])
     else:
+        k = len(items)
         cbytes = np.concatenate([p.chunk_bytes[plan[0]] for p, _, plan, _ in items])
         counts = np.concatenate([p.counts[plan[0]] for p, _, plan, _ in items])
-        first = np.cumsum([0] + [plan[0].size for _, _, plan, _ in items[:-1]])
-        slot = np.concatenate([plan[1] + int(f) for (_, _, plan, _), f in zip(items, first.tolist())])
+        nchunks = np.fromiter((plan[0].size for _, _, plan, _ in items), dtype=np.int64, count=k)
+        taken = np.fromiter((rows.size for _, rows, _, _ in items), dtype=np.int64, count=k)
+        # each item's slots count from its first chunk among all the items' chunks
+        slot = np.concatenate([plan[1] for _, _, plan, _ in items]) + (nchunks.cumsum() - nchunks).repeat(taken)
         within = np.concatenate([plan[2] for _, _, plan, _ in items])
-    first_value = np.cumsum(counts) - counts
+    first_value = counts.cumsum() - counts
     pos = first_value[slot] + within
     _, defs, vals, _, picked = p0._decode_at(data, base, cbytes, counts, pick=pos, at=(slot, within))
     if defs is not None:
