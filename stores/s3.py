@@ -1,11 +1,14 @@
 """Amazon S3 (and S3-compatible) object store for ``s3://bucket/prefix`` tables.
 
 ``put_if_not_exists`` is a PUT with ``If-None-Match: *``: S3 decides which of
-several concurrent creators wins, atomically.  That request is sent by a client
-with botocore's automatic retries turned off: an SDK-level retry of a create
-whose response was lost would come back 412 on the writer's *own* object and
-turn a win into a reported loss.  Tessera retries it itself and reports
-AmbiguousStoreError whenever an earlier attempt may have landed.
+several concurrent creators wins, atomically.  botocore never retries that
+request: an SDK-level retry of a create whose response was lost would come
+back 412 on the writer's *own* object and turn a win into a reported loss.
+The process's one client per set of options carries a ``needs-retry``
+handler that takes a conditional create's failed attempt out of botocore's
+retry loop (:func:`_one_attempt_for_conditional_creates`); Tessera retries it
+itself and reports AmbiguousStoreError whenever an earlier attempt may have
+landed.
 
 Not every S3-compatible store honours ``If-None-Match``; run
 :func:`stores.probe.probe_conditional_put` before trusting one.
@@ -18,8 +21,7 @@ nothing.  Credentials not given in ``storage_options`` are resolved by
 botocore once per process and profile.  botocore is imported when the first
 S3 table is opened (this module is imported lazily by
 :func:`stores.registry.open_object_store`), boto3 only for a server-side
-copy of an object over 5 GiB; the client of conditional creates is made on the
-first one.
+copy of an object over 5 GiB.
 
 Timeouts.  The ``io_timeout`` storage option (alias ``read_timeout``;
 botocore's 60 s when not given) is botocore's ``read_timeout``: every wait for
@@ -36,7 +38,7 @@ a caller sees, for a server that stops answering:
   recent botocore waits 50 ms, 100 ms ... after a timeout);
   ``max_retries=0`` gives one attempt.  A stall in the middle of a body is
   not retried.
-* ``put_if_not_exists`` uses a client with botocore's retries off and makes at
+* ``put_if_not_exists`` is never retried by botocore and makes at
   most ``attempts`` (4) requests itself, each bounded by ``io_timeout``
   (+ ``connect_timeout``), with a backoff under 0.15, 0.3, 0.6 s; it stops at
   the first definite answer, so a single lost reply costs one ``io_timeout``.
@@ -95,20 +97,47 @@ _ACCESS = {
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 
 _lock = threading.Lock()
-_clients: dict[tuple[S3Options, bool], Any] = {}
+_clients: dict[S3Options, Any] = {}
 
 
-def _client_for(opts: S3Options, conditional: bool) -> Any:
+class _OneAttempt(Exception):
+    """A conditional create's failed attempt, carried out of botocore's retry
+    loop: the botocore exception it met, or the error response it got."""
+
+    def __init__(self, response: Any, exception: BaseException | None) -> None:
+        super().__init__("a conditional create is not retried by botocore")
+        self.response, self.exception = response, exception
+
+    def error(self) -> BaseException:
+        """What botocore raises for that attempt when it does not retry."""
+        if self.exception is not None:
+            return self.exception
+        _, parsed = self.response
+        return bexc.ClientError(parsed, "PutObject")
+
+
+def _one_attempt_for_conditional_creates(request_dict: Any, response: Any, caught_exception: Any, **_: Any) -> None:
+    """botocore's ``needs-retry`` event of a PutObject, seen before its retry
+    handler: a create with ``If-None-Match: *`` that failed leaves the retry
+    loop as :class:`_OneAttempt` (its caller decides what a retry means);
+    every other request is left to botocore's retries."""
+    if (request_dict.get("headers") or {}).get("If-None-Match") != "*":
+        return
+    if caught_exception is not None:
+        raise _OneAttempt(None, caught_exception)
+    if response is not None and response[0].status_code >= 300:
+        raise _OneAttempt(response, None)
+
+
+def _client_for(opts: S3Options) -> Any:
     """The process's S3 client for ``opts`` (made once, then shared: botocore
-    clients are thread-safe); ``conditional`` ones never retry by themselves."""
+    clients are thread-safe; a conditional create is never retried by it)."""
     with _lock:
-        client = _clients.get((opts, conditional))
+        client = _clients.get(opts)
         if client is not None:
             return client
         retries: dict[str, Any] = {"mode": "standard"}
-        if conditional:
-            retries["total_max_attempts"] = 1
-        elif opts.max_retries is not None:
+        if opts.max_retries is not None:
             retries["max_attempts"] = opts.max_retries
         cfg: dict[str, Any] = {
             "retries": retries,
@@ -135,9 +164,12 @@ def _client_for(opts: S3Options, conditional: bool) -> Any:
             raise StoreUnavailableError(f"AWS profile {opts.profile!r} is not configured: {exc}") from exc
         except (bexc.InvalidRegionError, ValueError) as exc:
             raise InvalidStorageOptionError(f"cannot configure an S3 client from these storage options: {exc}") from exc
+        client.meta.events.register_first(
+            "needs-retry.s3.PutObject", _one_attempt_for_conditional_creates, unique_id="tessera-conditional-create"
+        )
         if len(_clients) >= 64:
             _clients.pop(next(iter(_clients)))
-        _clients[(opts, conditional)] = client
+        _clients[opts] = client
         return client
 
 
@@ -163,8 +195,7 @@ class S3ObjectStore(BucketKeysAndPool):
         self.bucket, self.prefix = loc.bucket, loc.path
         self.uri = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
         self.options = S3Options.from_mapping(storage_options)
-        self._client = _client_for(self.options, conditional=False)
-        self._cond: Any = None  # the conditional client, made on the first put-if-not-exists
+        self._client = _client_for(self.options)
         self.endpoint_url: str = self._client.meta.endpoint_url
         self._init_pool(max_concurrency, "tessera-s3")
         self.part_size = part_size
@@ -173,14 +204,6 @@ class S3ObjectStore(BucketKeysAndPool):
 
     def __repr__(self) -> str:
         return f"S3ObjectStore({self.uri!r}, endpoint={self.endpoint_url!r})"
-
-    @property
-    def _cond_client(self) -> Any:
-        """The client of conditional creates (botocore retries off), made on first use:
-        a process that only reads never builds it."""
-        if self._cond is None:
-            self._cond = _client_for(self.options, conditional=True)
-        return self._cond
 
     @property
     def probe_scope(self) -> tuple[str, str]:
@@ -365,8 +388,11 @@ class S3ObjectStore(BucketKeysAndPool):
             if attempt:
                 backoff(attempt, first=0.05, cap=2.0)
             try:
-                self._cond_client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*")
-                return
+                try:
+                    self._client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*")
+                    return
+                except _OneAttempt as once:
+                    raise once.error() from None
             except BOTO_ERRORS as exc:
                 if self._condition_unsupported(exc):
                     from .probe import distrust

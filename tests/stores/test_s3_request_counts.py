@@ -373,7 +373,7 @@ def test_clients_are_built_once_per_process(moto_server, bucket):
     opts = moto_server.storage_options()
     a = S3ObjectStore(f"s3://{bucket}/a", opts)
     b = S3ObjectStore(f"s3://{bucket}/b", dict(opts))
-    assert a._client is b._client and a._cond_client is b._cond_client
+    assert a._client is b._client
     other = S3ObjectStore(f"s3://{bucket}/a", {**opts, "aws_access_key_id": "other"})
     assert other._client is not a._client
     assert make_client("us-east-1", moto_server.endpoint) is make_client("us-east-1", moto_server.endpoint)
@@ -387,3 +387,35 @@ def test_clients_are_built_once_per_process(moto_server, bucket):
         result = sorted(m for m in sys.modules if m.split(".")[0] in ("boto3", "s3transfer"))
         """
     )
+
+
+def test_a_new_process_makes_one_s3_client(moto_server, bucket):
+    """A process that opens a table on S3 and commits to it (the conditional
+    create of its manifest included) makes one botocore client, and botocore
+    loads the S3 service model once."""
+    opts = moto_server.storage_options()
+    uri = f"s3://{bucket}/{uuid.uuid4().hex}"
+    Table.create(uri, ROWS, storage_options=opts)
+    made = _in_new_process(
+        f"""
+        import botocore.client, botocore.loaders
+        import pyarrow as pa
+        from tessera.catalog import Table
+        made, models = [], []
+        real_client = botocore.client.ClientCreator.create_client
+        real_model = botocore.loaders.Loader.load_service_model
+        def create_client(self, service_name, *a, **k):
+            made.append(service_name)
+            return real_client(self, service_name, *a, **k)
+        def load_service_model(self, service_name, type_name, *a, **k):
+            models.append((service_name, type_name))
+            return real_model(self, service_name, type_name, *a, **k)
+        botocore.client.ClientCreator.create_client = create_client
+        botocore.loaders.Loader.load_service_model = load_service_model
+        t = Table.open({uri!r}, storage_options={opts!r})
+        t.append(pa.table({{"a": [3]}}))
+        t.append(pa.table({{"a": [4]}}))
+        result = [made, models.count(("s3", "service-2")), t.count_rows()]
+        """
+    )
+    assert made == [["s3"], 1, 4]
