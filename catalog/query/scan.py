@@ -89,7 +89,9 @@ def mask_of(expr, batch: pa.RecordBatch) -> np.ndarray:
     arr = evaluate(expr, batch)
     if not pa.types.is_boolean(arr.type):
         raise InvalidArgumentError(f"the filter evaluates to {arr.type}, not a boolean")
-    return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
+    if arr.null_count:
+        arr = pc.fill_null(arr, False)
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 #: late materialization takes the other columns' rows one by one when the

@@ -260,9 +260,9 @@ def test_deletion_file_every_bit_flip_is_typed_or_exact(rows):
 
 def test_deletion_file_read_out_of_bounds_is_typed():
     meta, data = _deletion_bytes([3, 10, 17, 24, 31, 38])
-    assert len(data) == 530  # the byte below is the high part of the IPC footer's block offset
+    assert len(data) == 482  # the byte below is a high byte of the batch message's buffer offset
     bad = bytearray(data)
-    bad[270] ^= 0x40  # was OSError: Read out of bounds (offset = ..., size = 41)
+    bad[246] ^= 0x40  # was OSError: Read out of bounds (offset = ..., size = 41)
     with pytest.raises(CorruptFileError):
         ldeletion.decode(bytes(bad), meta.file_type, "d")
 

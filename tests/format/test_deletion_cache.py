@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.ipc as ipc
 import pytest
 
 from tessera.catalog import Table
@@ -60,3 +61,22 @@ def test_shared_vectors_are_read_only(tmp_path):
     assert rows.size == 200
     with pytest.raises(ValueError):
         rows[0] = 1
+
+
+def test_deletion_files_are_written_uncompressed_and_compressed_ones_still_read():
+    """Arrow deletion files are written as pylance writes them, without IPC
+    compression (a zstd stream costs more to set up than a few offsets
+    save); those Tessera wrote compressed before still read."""
+    from tessera.format.protos import table_pb2
+
+    rows = np.array([31, 3, 17], dtype=np.uint32)
+    meta, data = deletion.encode(rows, 1)
+    assert meta.file_type == table_pb2.ARROW_ARRAY
+    plain = pa.BufferOutputStream()
+    with ipc.new_file(plain, deletion.SCHEMA) as w:
+        w.write_batch(pa.record_batch([pa.array(np.sort(rows))], schema=deletion.SCHEMA))
+    assert data == plain.getvalue().to_pybytes()
+    packed = pa.BufferOutputStream()
+    with ipc.new_file(packed, deletion.SCHEMA, options=ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_batch(pa.record_batch([pa.array(rows)], schema=deletion.SCHEMA))
+    assert deletion.decode(packed.getvalue().to_pybytes(), table_pb2.ARROW_ARRAY).tolist() == [3, 17, 31]
