@@ -221,6 +221,9 @@ class FileReader:
         )
         #: whose opener ``open_sidecar`` is (a table's store, once one sets it)
         self.sidecar_owner: object = None
+        #: what a table's reads worked out about its fields here, kept while the
+        #: reader is (``format.table.whole_reads``: pages and their joinability)
+        self.planned: dict = {}
         if key is not None and remember:
             _remember(key, parsed)
 
@@ -237,6 +240,7 @@ class FileReader:
         # each decoder holds this reader (its sidecar opener): drop the cycle so
         # a closed reader is freed at once, not by the garbage collector
         self._decoders.clear()
+        self.planned.clear()
 
     def __enter__(self) -> FileReader:
         return self

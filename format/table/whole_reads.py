@@ -158,7 +158,7 @@ def _field_pages(reader: FragmentReader, r: FileReader, col: int, f: lschema.Lan
     table's field ``f`` stored at column ``col`` of data file ``r``: kept with
     the file reader (a held table's takes plan the same fields of the same
     files again and again)."""
-    memo = r.__dict__.setdefault("_whole_fields", {})
+    memo = r.planned
     key = (col, f.id)
     hit = memo.get(key)
     if hit is None:
