@@ -517,23 +517,20 @@ def _take_joined(items: list) -> Piece:
     sizes = np.fromiter((d.size for d in datas), dtype=np.int64, count=len(datas))
     data = datas[0] if len(datas) == 1 else np.concatenate(datas)
     base = sizes.cumsum() - sizes
+    k = len(items)
+    taken = np.fromiter((rows.size for _, rows, _, _ in items), dtype=np.int64, count=k)
+    within = np.concatenate([plan[2] for _, _, plan, _ in items])
     if all(plan[0] is _ZERO for _, _, plan, _ in items):
         # one chunk per page (small files): a chunk per item, its rows all in it
-        k = len(items)
         cbytes = np.fromiter((p.chunk_bytes[0] for p, _, _, _ in items), dtype=np.int64, count=k)
         counts = np.fromiter((p.num_items for p, _, _, _ in items), dtype=np.int64, count=k)
-        taken = np.fromiter((rows.size for _, rows, _, _ in items), dtype=np.int64, count=k)
         slot = np.repeat(np.arange(k, dtype=np.int64), taken)
-        within = np.concatenate([plan[2] for _, _, plan, _ in items])
     else:
-        k = len(items)
         cbytes = np.concatenate([p.chunk_bytes[plan[0]] for p, _, plan, _ in items])
         counts = np.concatenate([p.counts[plan[0]] for p, _, plan, _ in items])
         nchunks = np.fromiter((plan[0].size for _, _, plan, _ in items), dtype=np.int64, count=k)
-        taken = np.fromiter((rows.size for _, rows, _, _ in items), dtype=np.int64, count=k)
         # each item's slots count from its first chunk among all the items' chunks
         slot = np.concatenate([plan[1] for _, _, plan, _ in items]) + (nchunks.cumsum() - nchunks).repeat(taken)
-        within = np.concatenate([plan[2] for _, _, plan, _ in items])
     first_value = counts.cumsum() - counts
     pos = first_value[slot] + within
     _, defs, vals, _, picked = p0._decode_at(data, base, cbytes, counts, pick=pos, at=(slot, within))
